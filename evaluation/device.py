@@ -1,0 +1,41 @@
+"""This worker's DeviceConfig, from settings and what NVML reports about its GPU."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import onnxruntime as ort
+from django.conf import settings
+
+from evaluation.gpu import gpu_info
+from evaluation.runner import CUDA, DeviceConfig
+
+
+def worker_name() -> str:
+    return settings.EVAL_WORKER_NAME or f"{socket.gethostname()}.{os.getpid()}"
+
+
+def device_config(name: str | None = None) -> DeviceConfig:
+    """CUDA when configured (or, with EVAL_DEVICE=auto, when both onnxruntime and NVML see a GPU).
+
+    gpu_mem_limit is this worker's share of the GPU: EVAL_GPU_MEMORY_BYTES when set, else
+    EVAL_GPU_MEMORY_FRACTION of the total memory NVML reports, so several workers can share one GPU.
+    """
+    gpu = gpu_info(settings.EVAL_GPU_INDEX, os.environ.get("EVAL_GPU_UUID") or None)
+    cuda_built = CUDA in ort.get_available_providers()
+    mode = settings.EVAL_DEVICE
+    use_cuda = cuda_built and (mode == "cuda" or (mode == "auto" and gpu is not None))
+    limit: int | None = settings.EVAL_GPU_MEMORY_BYTES or None
+    if limit is None and gpu is not None:
+        limit = int(gpu.memory_total * settings.EVAL_GPU_MEMORY_FRACTION)
+    return DeviceConfig(
+        worker_name=name or worker_name(),
+        use_cuda=use_cuda,
+        device_id=settings.EVAL_GPU_INDEX,  # a CUDA ordinal: relative to CUDA_VISIBLE_DEVICES
+        gpu_mem_limit=limit if use_cuda else None,
+        cudnn_conv_algo_search=settings.EVAL_CUDNN_CONV_ALGO_SEARCH,
+        intra_op_threads=settings.EVAL_INTRA_OP_THREADS,
+        warmup_runs=settings.EVAL_WARMUP_RUNS,
+        device_name=gpu.name if gpu is not None else "CPU",
+    )

@@ -1,0 +1,106 @@
+"""REST API views. Each validates input, calls one service or selector, serializes the result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from rest_framework import status
+from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from submissions import selectors
+from submissions.api_serializers import (
+    LeaderboardRowSerializer,
+    SubmissionCreateSerializer,
+    SubmissionSerializer,
+    TaskSerializer,
+)
+from submissions.models import Task
+from submissions.services import SubmissionRefused, submission_create
+
+
+def _visible_task(slug: str, user: Any) -> Task:
+    try:
+        return selectors.task_get_visible(slug=slug, user=user)
+    except Task.DoesNotExist as exc:
+        raise Http404(f"No task '{slug}'.") from exc
+
+
+class TaskListApi(APIView):
+    permission_classes = [AllowAny]
+
+    def get(self, request: Request) -> Response:
+        tasks = selectors.task_list_visible(user=request.user)
+        return Response(TaskSerializer(tasks, many=True).data)
+
+
+class TaskDetailApi(APIView):
+    permission_classes = [AllowAny]
+
+    def get(self, request: Request, slug: str) -> Response:
+        return Response(TaskSerializer(_visible_task(slug, request.user)).data)
+
+
+class LeaderboardApi(APIView):
+    permission_classes = [AllowAny]
+
+    def get(self, request: Request, slug: str) -> Response:
+        task = _visible_task(slug, request.user)
+        if task.leaderboard == Task.Leaderboard.HIDDEN and not request.user.is_staff:
+            raise Http404("This task's leaderboard is hidden.")
+        rows = selectors.leaderboard(task=task)
+        return Response(
+            {
+                "task": task.slug,
+                "metric": task.metric,
+                "higher_is_better": task.higher_is_better,
+                "rows": LeaderboardRowSerializer(rows, many=True).data,
+            }
+        )
+
+
+class SubmissionListApi(APIView):
+    permission_classes = [IsAuthenticated]
+    parser_classes = [MultiPartParser, FormParser]
+
+    def get(self, request: Request) -> Response:
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(
+            selectors.submissions_of(user=request.user), request, view=self
+        )
+        return paginator.get_paginated_response(SubmissionSerializer(page, many=True).data)
+
+    def post(self, request: Request) -> Response:
+        form = SubmissionCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        task = _visible_task(form.validated_data["task"], request.user)
+        try:
+            submission = submission_create(
+                user=request.user,
+                task=task,
+                upload=form.validated_data["file"],
+                description=form.validated_data["description"],
+            )
+        except SubmissionRefused as exc:
+            return Response({exc.field: [exc.message]}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(SubmissionSerializer(submission).data, status=status.HTTP_201_CREATED)
+
+
+class SubmissionDetailApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    def get(self, request: Request, pk: int) -> Response:
+        submission = selectors.submissions_of(user=request.user).filter(pk=pk).first()
+        if submission is None:
+            raise Http404("No such submission of yours.")
+        return Response(SubmissionSerializer(submission).data)
+
+
+class TokenApi(ObtainAuthToken):
+    """POST username and password; returns {"token": ...} for the Authorization header."""

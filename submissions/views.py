@@ -1,0 +1,72 @@
+"""Server-rendered pages. Thin: validate, call one service or selector, render."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from submissions import selectors
+from submissions.forms import UploadForm
+from submissions.models import Task
+from submissions.services import SubmissionRefused, submission_create
+
+
+def _visible_task(request: HttpRequest, slug: str) -> Task:
+    try:
+        return selectors.task_get_visible(slug=slug, user=request.user)
+    except Task.DoesNotExist as exc:
+        raise Http404("No such task.") from exc
+
+
+def task_list(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "submissions/task_list.html",
+        {"tasks": selectors.task_list_visible(user=request.user)},
+    )
+
+
+def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    task = _visible_task(request, slug)
+    board_visible = task.leaderboard == Task.Leaderboard.PUBLIC or request.user.is_staff
+    rows = selectors.leaderboard(task=task) if board_visible else []
+    return render(
+        request,
+        "submissions/task_detail.html",
+        {"task": task, "rows": rows, "board_visible": board_visible, "form": UploadForm()},
+    )
+
+
+@login_required
+def task_upload(request: HttpRequest, slug: str) -> HttpResponse:
+    task = _visible_task(request, slug)
+    form = UploadForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            submission = submission_create(
+                user=request.user,
+                task=task,
+                upload=form.cleaned_data["file"],
+                description=form.cleaned_data["description"],
+            )
+        except SubmissionRefused as exc:
+            form.add_error("file" if exc.field == "file" else None, exc.message)
+        else:
+            return redirect(submission)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "submissions/upload.html", {"task": task, "form": form}, status=status)
+
+
+@login_required
+def submission_list(request: HttpRequest) -> HttpResponse:
+    submissions = selectors.submissions_of(user=request.user)
+    return render(request, "submissions/submission_list.html", {"submissions": submissions})
+
+
+@login_required
+def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    submission = selectors.submissions_of(user=request.user).filter(pk=pk).first()
+    if submission is None:
+        raise Http404("No such submission of yours.")
+    return render(request, "submissions/submission_detail.html", {"submission": submission})

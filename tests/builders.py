@@ -1,0 +1,80 @@
+"""Real ONNX models and datasets built in the tests with onnx.helper and numpy."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+IR_VERSION = 9  # onnxruntime 1.31 loads IR <= 13; onnx 1.23 would write 14 by default
+
+
+def finish(graph: onnx.GraphProto, opsets: Sequence[tuple[str, int]] = (("", OPSET),)) -> bytes:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+    model.ir_version = IR_VERSION
+    return model.SerializeToString()
+
+
+def linear_classifier(
+    weights: np.ndarray,
+    bias: np.ndarray,
+    input_shape: Sequence[int] = (1, 8, 8),
+    batch: int | str = "batch",
+) -> bytes:
+    """logits = flatten(x) @ W + b, input [batch, *input_shape] float32 -> [batch, classes]."""
+    classes = weights.shape[1]
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, *input_shape])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, classes])
+    nodes = [
+        helper.make_node("Flatten", ["input"], ["flat"], axis=1),
+        helper.make_node("MatMul", ["flat", "W"], ["mm"]),
+        helper.make_node("Add", ["mm", "b"], ["output"]),
+    ]
+    init = [
+        numpy_helper.from_array(weights.astype(np.float32), "W"),
+        numpy_helper.from_array(bias.astype(np.float32), "b"),
+    ]
+    return finish(helper.make_graph(nodes, "linear", [x], [y], init))
+
+
+def linear_reference(weights: np.ndarray, bias: np.ndarray, inputs: np.ndarray) -> np.ndarray:
+    return inputs.reshape(len(inputs), -1).astype(np.float32) @ weights.astype(
+        np.float32
+    ) + bias.astype(np.float32)
+
+
+def unary_model(
+    op: str,
+    shape: Sequence[Any],
+    out_shape: Sequence[Any] | None = None,
+    elem: int = TensorProto.FLOAT,
+    **attrs: Any,
+) -> bytes:
+    x = helper.make_tensor_value_info("input", elem, list(shape))
+    y = helper.make_tensor_value_info(
+        "output", elem, list(out_shape if out_shape is not None else shape)
+    )
+    return finish(
+        helper.make_graph(
+            [helper.make_node(op, ["input"], ["output"], **attrs)], op.lower(), [x], [y]
+        )
+    )
+
+
+def digits_like(n: int = 100, classes: int = 10, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    inputs = rng.random((n, 1, 8, 8), dtype=np.float32)
+    targets = rng.integers(0, classes, size=n).astype(np.int64)
+    split = np.array(["public" if i % 2 == 0 else "private" for i in range(n)])
+    return {"inputs": inputs, "targets": targets, "split": split}
+
+
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()

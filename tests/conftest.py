@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import django_rq
+import numpy as np
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.files.base import ContentFile
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from evaluation.worker import EvaluationWorker
+from submissions.models import Task
+from tests.builders import digits_like, npz_bytes
+
+
+@pytest.fixture(autouse=True)
+def _media_in_tmp(settings: Any, tmp_path: Any) -> None:
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.EVAL_CACHE_DIR = tmp_path / "cache"
+
+
+@pytest.fixture
+def queue() -> Iterator[Any]:
+    """The evaluation queue on the test Redis database, emptied before and after."""
+    q = django_rq.get_queue(settings.EVALUATION_QUEUE)
+    q.connection.flushdb()
+    yield q
+    q.connection.flushdb()
+
+
+@pytest.fixture
+def run_worker(queue: Any) -> Callable[[], EvaluationWorker]:
+    """Run a real EvaluationWorker in burst mode: it forks a work horse per job, then returns."""
+
+    def run() -> EvaluationWorker:
+        worker = EvaluationWorker(
+            [queue], connection=queue.connection, name=f"test-worker-{id(queue)}"
+        )
+        worker.work(burst=True, with_scheduler=False)
+        return worker
+
+    return run
+
+
+@pytest.fixture
+def alice(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user("alice", password="alice-password-1")
+
+
+@pytest.fixture
+def bob(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user("bob", password="bob-password-1")
+
+
+@pytest.fixture
+def operator(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user(
+        "operator", password="operator-password-1", is_staff=True, is_superuser=True
+    )
+
+
+@pytest.fixture
+def digits_data() -> dict[str, np.ndarray]:
+    return digits_like(n=100)
+
+
+@pytest.fixture
+def make_task(db: Any) -> Callable[..., Task]:
+    def make(arrays: dict[str, np.ndarray] | None = None, **fields: Any) -> Task:
+        arrays = arrays if arrays is not None else digits_like(n=100)
+        defaults: dict[str, Any] = dict(
+            slug="digits",
+            title="Digits",
+            batch_size=16,
+            input_shape=[1, 8, 8],
+            input_dtype="float32",
+            output_shape=[10],
+            metric="accuracy",
+            time_limit_s=60,
+        )
+        defaults.update(fields)
+        task = Task(**defaults)
+        task.dataset.save(f"{defaults['slug']}.npz", ContentFile(npz_bytes(arrays)), save=False)
+        task.save()
+        return task
+
+    return make
+
+
+def onnx_upload(data: bytes, name: str = "model.onnx") -> SimpleUploadedFile:
+    return SimpleUploadedFile(name, data, content_type="application/octet-stream")
+
+
+_ = get_user_model
