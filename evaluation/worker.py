@@ -12,6 +12,8 @@ import logging
 from typing import Any
 
 import onnxruntime as ort
+from django import db
+from rq import Queue
 from rq.job import Job
 from rq.worker import Worker
 
@@ -34,6 +36,11 @@ class EvaluationWorker(Worker):
         super().__init__(*args, **kwargs)
         # onnxruntime logs every CUDA fallback at error level; warnings are enough.
         ort.set_default_logger_severity(3)
+
+    def fork_work_horse(self, job: Job, queue: Queue) -> None:
+        # The horse must open its own database connections, not share the parent's sockets.
+        db.connections.close_all()
+        super().fork_work_horse(job, queue)
 
     def handle_work_horse_killed(self, job: Job, retpid: int, ret_val: int, rusage: Any) -> None:
         super().handle_work_horse_killed(job, retpid, ret_val, rusage)

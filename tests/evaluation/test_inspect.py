@@ -1,0 +1,186 @@
+"""Upload inspection: every refusal has its own message naming the problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from evaluation.inspect import ModelRejected, inspect_model
+from evaluation.spec import TaskSpec
+from tests.builders import IR_VERSION, finish, linear_classifier, unary_model
+
+SPEC = TaskSpec(
+    batch_size=16,
+    input_shape=(1, 8, 8),
+    input_dtype="float32",
+    output_shape=(10,),
+    metric="accuracy",
+    max_model_bytes=1_000_000,
+    time_limit_s=60,
+)
+
+
+def write(tmp_path: Path, data: bytes) -> Path:
+    path = tmp_path / "model.onnx"
+    path.write_bytes(data)
+    return path
+
+
+def refusal(tmp_path: Path, data: bytes, spec: TaskSpec = SPEC) -> str:
+    with pytest.raises(ModelRejected) as caught:
+        inspect_model(write(tmp_path, data), spec)
+    return str(caught.value)
+
+
+def good_model(batch: int | str = "batch") -> bytes:
+    return linear_classifier(np.zeros((64, 10)), np.zeros(10), batch=batch)
+
+
+def test_good_model_with_symbolic_batch_is_accepted(tmp_path: Path) -> None:
+    info = inspect_model(write(tmp_path, good_model()), SPEC)
+    assert info.input_name == "input"
+    assert info.input_shape == ["batch", 1, 8, 8]
+    assert info.input_dtype == "float32"
+    assert info.output_names == ["output"]
+    assert info.opset == 17
+
+
+def test_good_model_with_matching_fixed_batch_is_accepted(tmp_path: Path) -> None:
+    assert inspect_model(write(tmp_path, good_model(batch=16)), SPEC).input_shape[0] == 16
+
+
+def test_empty_file_is_refused(tmp_path: Path) -> None:
+    assert refusal(tmp_path, b"") == "The file is empty."
+
+
+def test_garbage_bytes_are_refused_as_not_onnx(tmp_path: Path) -> None:
+    assert "not an ONNX model" in refusal(tmp_path, b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8)
+
+
+def test_truncated_model_is_refused_as_not_onnx(tmp_path: Path) -> None:
+    data = good_model()
+    assert "not an ONNX model" in refusal(tmp_path, data[: len(data) // 2])
+
+
+def test_model_over_the_size_limit_is_refused(tmp_path: Path) -> None:
+    spec = TaskSpec(**{**SPEC.__dict__, "max_model_bytes": 100})
+    message = refusal(tmp_path, good_model(), spec)
+    assert message.startswith("The model is 0.0 MB; this task accepts models up to 0.0 MB")
+
+
+def _external_initializer(location: str) -> TensorProto:
+    tensor = numpy_helper.from_array(np.zeros((64, 10), np.float32), "W")
+    tensor.ClearField("raw_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    entry = tensor.external_data.add()
+    entry.key, entry.value = "location", location
+    return tensor
+
+
+@pytest.mark.parametrize("location", ["weights.bin", "../../etc/passwd", "/etc/shadow"])
+def test_external_data_is_refused(tmp_path: Path, location: str) -> None:
+    model = onnx.load_from_string(good_model())
+    model.graph.initializer[0].CopyFrom(_external_initializer(location))
+    message = refusal(tmp_path, model.SerializeToString())
+    assert f"stores tensor 'W' as external data ('{location}')" in message
+
+
+def test_external_data_inside_a_subgraph_is_refused(tmp_path: Path) -> None:
+    branch_out = helper.make_tensor_value_info("c", TensorProto.FLOAT, [64, 10])
+    const = helper.make_node("Constant", [], ["c"], value=_external_initializer("inner.bin"))
+    branch = helper.make_graph([const], "branch", [], [branch_out])
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 8, 8])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 10])
+    nodes = [
+        helper.make_node("Constant", [], ["cond"], value=numpy_helper.from_array(np.array(True))),
+        helper.make_node("If", ["cond"], ["W"], then_branch=branch, else_branch=branch),
+        helper.make_node("Flatten", ["input"], ["flat"]),
+        helper.make_node("MatMul", ["flat", "W"], ["output"]),
+    ]
+    message = refusal(tmp_path, finish(helper.make_graph(nodes, "g", [x], [y])))
+    assert "as external data ('inner.bin')" in message
+
+
+def test_custom_operator_domain_is_refused(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 8, 8])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 10])
+    node = helper.make_node("Evil", ["input"], ["output"], domain="com.example")
+    data = finish(helper.make_graph([node], "g", [x], [y]), opsets=[("", 17), ("com.example", 1)])
+    assert "operator domain 'com.example'" in refusal(tmp_path, data)
+
+
+def test_custom_domain_node_without_opset_import_is_refused(tmp_path: Path) -> None:
+    model = onnx.load_from_string(good_model())
+    model.graph.node[0].domain = "org.pwn"
+    assert "Operator 'Flatten' is from domain 'org.pwn'" in refusal(
+        tmp_path, model.SerializeToString()
+    )
+
+
+def test_two_inputs_are_refused(tmp_path: Path) -> None:
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, ["batch", 1, 8, 8])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, ["batch", 1, 8, 8])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 1, 8, 8])
+    data = finish(
+        helper.make_graph([helper.make_node("Add", ["a", "b"], ["output"])], "g", [a, b], [y])
+    )
+    assert refusal(tmp_path, data) == (
+        "The model has 2 inputs ('a', 'b'); "
+        "this task feeds exactly one input of shape [16, 1, 8, 8]."
+    )
+
+
+def test_no_outputs_is_refused(tmp_path: Path) -> None:
+    model = onnx.load_from_string(good_model())
+    del model.graph.output[:]
+    assert refusal(tmp_path, model.SerializeToString()) == "The model has no outputs."
+
+
+def test_wrong_rank_is_refused(tmp_path: Path) -> None:
+    message = refusal(tmp_path, unary_model("Relu", ["batch", 64], ["batch", 10]))
+    assert message.startswith("The model's input 'input' has shape [batch, 64], which cannot take")
+    assert "[16, 1, 8, 8]" in message
+
+
+def test_wrong_fixed_batch_dimension_is_refused(tmp_path: Path) -> None:
+    message = refusal(tmp_path, good_model(batch=1))
+    assert (
+        "has shape [1, 1, 8, 8], which cannot take this task's fixed batch shape [16, 1, 8, 8]"
+        in message
+    )
+
+
+def test_wrong_fixed_sample_dimension_is_refused(tmp_path: Path) -> None:
+    message = refusal(tmp_path, unary_model("Relu", ["batch", 3, 8, 8]))
+    assert "has shape [batch, 3, 8, 8]" in message
+
+
+def test_wrong_input_dtype_is_refused(tmp_path: Path) -> None:
+    data = unary_model("Identity", ["batch", 1, 8, 8], elem=TensorProto.DOUBLE)
+    assert (
+        refusal(tmp_path, data)
+        == "The model's input 'input' has type float64; this task feeds float32."
+    )
+
+
+def test_string_input_is_refused(tmp_path: Path) -> None:
+    data = unary_model("Identity", ["batch", 1, 8, 8], elem=TensorProto.STRING)
+    assert "has type string; this task feeds float32" in refusal(tmp_path, data)
+
+
+def test_output_with_conflicting_fixed_shape_is_refused(tmp_path: Path) -> None:
+    model = onnx.load_from_string(good_model())
+    model.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 7
+    message = refusal(tmp_path, model.SerializeToString())
+    assert "output 'output' has shape [batch, 7]" in message and "[16, 10]" in message
+
+
+def test_initializers_listed_as_graph_inputs_do_not_count_as_inputs(tmp_path: Path) -> None:
+    model = onnx.load_from_string(good_model())
+    model.graph.input.append(helper.make_tensor_value_info("W", TensorProto.FLOAT, [64, 10]))
+    model.ir_version = IR_VERSION
+    assert inspect_model(write(tmp_path, model.SerializeToString()), SPEC).input_name == "input"

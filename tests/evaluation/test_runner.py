@@ -1,0 +1,201 @@
+"""The pure runner against numpy references, with real onnxruntime sessions."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from evaluation.gpu import gpu_info
+from evaluation.metrics import compute_family
+from evaluation.runner import CPU, CUDA, Dataset, DeviceConfig, EvaluationError, evaluate
+from evaluation.spec import TaskSpec
+from tests.builders import digits_like, finish, linear_classifier, linear_reference, unary_model
+
+SPEC = TaskSpec(
+    batch_size=16,
+    input_shape=(1, 8, 8),
+    input_dtype="float32",
+    output_shape=(10,),
+    metric="accuracy",
+    max_model_bytes=10_000_000,
+    time_limit_s=30,
+)
+CPU_ONLY = DeviceConfig(worker_name="test-worker", warmup_runs=1)
+
+
+def weights(seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(64, 10)).astype(np.float32), rng.normal(size=10).astype(np.float32)
+
+
+def test_scores_match_a_numpy_reference_on_public_and_private_rows() -> None:
+    arrays = digits_like(n=100)  # 100 rows at batch 16: the last batch is padded
+    w, b = weights()
+    result = evaluate(linear_classifier(w, b), Dataset.from_arrays(arrays), SPEC, CPU_ONLY)
+    logits = linear_reference(w, b, arrays["inputs"])
+    public = arrays["split"] == "public"
+    expected_public = float(np.mean(logits[public].argmax(1) == arrays["targets"][public]))
+    expected_private = float(np.mean(logits[~public].argmax(1) == arrays["targets"][~public]))
+    assert result.score == pytest.approx(expected_public, abs=1e-12)
+    assert result.score_private == pytest.approx(expected_private, abs=1e-12)
+    assert result.metrics == pytest.approx(
+        compute_family("accuracy", logits[public], arrays["targets"][public])
+    )
+    assert result.samples_evaluated == 100
+    assert len(result.batch_latencies_ms) == 7  # ceil(100 / 16)
+    assert result.provider == CPU
+    assert result.latency_p50_ms > 0 and result.throughput > 0
+
+
+def test_padding_rows_never_reach_a_metric() -> None:
+    # Every real row is class 3 and the model always predicts 3 except for rows of all zeros.
+    # Padding repeats the last real row, so it could only change the count, never the accuracy,
+    # and the metric must see exactly the 17 real rows.
+    arrays = digits_like(n=17)
+    arrays["targets"][:] = 3
+    w = np.zeros((64, 10), np.float32)
+    b = np.zeros(10, np.float32)
+    b[3] = 1.0
+    seen: list[int] = []
+    result = evaluate(
+        linear_classifier(w, b),
+        Dataset.from_arrays(arrays),
+        SPEC,
+        CPU_ONLY,
+        progress=lambda f: seen.append(round(f * 2)),
+    )
+    assert result.samples_evaluated == 17
+    assert result.score == 1.0 and result.score_private == 1.0
+    assert seen == [1, 2]  # progress reported once per batch, ending at 1.0
+
+
+def test_every_run_uses_exactly_the_task_batch_shape() -> None:
+    # Shape-echoing model: output[b, :] holds the batch size the model saw in every column.
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 8, 8])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 10])
+    nodes = [
+        helper.make_node("Shape", ["input"], ["shape"], start=0, end=1),
+        helper.make_node("Cast", ["shape"], ["n"], to=TensorProto.FLOAT),
+        helper.make_node("Flatten", ["input"], ["flat"]),
+        helper.make_node("MatMul", ["flat", "zeros"], ["z"]),
+        helper.make_node("Add", ["z", "n"], ["output"]),
+    ]
+    zeros = numpy_helper.from_array(np.zeros((64, 10), np.float32), "zeros")
+    model = finish(helper.make_graph(nodes, "echo", [x], [y], [zeros]))
+    arrays = {"inputs": digits_like(n=20)["inputs"], "targets": np.zeros((20, 10), np.float32)}
+    spec = TaskSpec(**{**SPEC.__dict__, "metric": "mae"})
+    result = evaluate(model, Dataset.from_arrays(arrays), spec, CPU_ONLY)
+    assert result.metrics["mae"] == pytest.approx(16.0)  # every row saw a batch of 16
+
+
+def test_output_of_the_wrong_shape_fails_naming_both_shapes() -> None:
+    model = unary_model("Flatten", ["batch", 1, 8, 8], ["batch", 64])
+    with pytest.raises(EvaluationError) as caught:
+        evaluate(model, Dataset.from_arrays(digits_like(n=20)), SPEC, CPU_ONLY)
+    assert str(caught.value) == (
+        "The model's output has shape [16, 64] but this task expects [16, 10] "
+        "(batch 16 × per-sample [10])."
+    )
+
+
+def test_nan_output_fails_with_a_plain_message() -> None:
+    w, b = weights()
+    b[0] = np.nan
+    with pytest.raises(EvaluationError, match=r"output contains NaN or infinity \(batch 1\)"):
+        evaluate(linear_classifier(w, b), Dataset.from_arrays(digits_like(n=20)), SPEC, CPU_ONLY)
+
+
+def test_model_that_onnxruntime_cannot_load_fails_with_its_reason() -> None:
+    # Passes inspection (one input, right shape) but Gemm needs 2-D inputs: session creation fails.
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 8, 8])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 10])
+    w = numpy_helper.from_array(np.zeros((3, 3, 3), np.float32), "W")
+    model = finish(
+        helper.make_graph(
+            [helper.make_node("Gemm", ["input", "W"], ["output"])], "g", [x], [y], [w]
+        )
+    )
+    with pytest.raises(EvaluationError, match=r"^onnxruntime could not load the model: "):
+        evaluate(model, Dataset.from_arrays(digits_like(n=20)), SPEC, CPU_ONLY)
+
+
+def test_task_requiring_a_gpu_fails_instead_of_scoring_on_cpu() -> None:
+    spec = TaskSpec(**{**SPEC.__dict__, "requires_gpu": True})
+    w, b = weights()
+    with pytest.raises(EvaluationError) as caught:
+        evaluate(linear_classifier(w, b), Dataset.from_arrays(digits_like(n=20)), spec, CPU_ONLY)
+    assert str(caught.value) == "CUDA execution provider not available on worker test-worker"
+
+
+def test_cuda_options_follow_the_worker_configuration() -> None:
+    device = DeviceConfig(
+        use_cuda=True, device_id=2, gpu_mem_limit=6 << 30, cudnn_conv_algo_search="HEURISTIC"
+    )
+    (name, options), cpu = device.providers()
+    assert (name, cpu) == (CUDA, CPU)
+    assert options == {
+        "device_id": 2,
+        "arena_extend_strategy": "kSameAsRequested",
+        "cudnn_conv_algo_search": "HEURISTIC",
+        "do_copy_in_default_stream": True,
+        "gpu_mem_limit": 6 << 30,
+    }
+
+
+def test_result_records_the_provider_that_actually_ran() -> None:
+    # Asking for CUDA on a machine without a usable GPU falls back to CPU; the result says so.
+    device = DeviceConfig(use_cuda=True, gpu_mem_limit=1 << 30, warmup_runs=0)
+    w, b = weights()
+    result = evaluate(linear_classifier(w, b), Dataset.from_arrays(digits_like(n=20)), SPEC, device)
+    has_gpu = gpu_info() is not None  # NVML, independent of onnxruntime
+    assert result.provider == (CUDA if has_gpu else CPU)
+    assert result.device_name == (device.device_name if has_gpu else "CPU")
+
+
+def endless_loop_model() -> bytes:
+    """input -> Loop(max int64, cond always true) adding 1 to a counter -> never returns."""
+    body_in = [
+        helper.make_tensor_value_info("i", TensorProto.INT64, []),
+        helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, ["batch", 10]),
+    ]
+    body_out = [
+        helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, ["batch", 10]),
+    ]
+    one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Add", ["acc_in", "one"], ["acc_out"]),
+        ],
+        "body",
+        body_in,
+        body_out,
+        [one],
+    )
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 8, 8])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 10])
+    init = [
+        numpy_helper.from_array(np.array(np.iinfo(np.int64).max, np.int64), "max"),
+        numpy_helper.from_array(np.array(True), "true"),
+        numpy_helper.from_array(np.zeros((64, 10), np.float32), "W"),
+    ]
+    nodes = [
+        helper.make_node("Flatten", ["input"], ["flat"]),
+        helper.make_node("MatMul", ["flat", "W"], ["start"]),
+        helper.make_node("Loop", ["max", "true", "start"], ["output"], body=body),
+    ]
+    return finish(helper.make_graph(nodes, "endless", [x], [y], init))
+
+
+def test_endless_loop_is_stopped_at_the_time_limit() -> None:
+    spec = TaskSpec(**{**SPEC.__dict__, "time_limit_s": 1})
+    started = time.monotonic()
+    with pytest.raises(EvaluationError) as caught:
+        evaluate(endless_loop_model(), Dataset.from_arrays(digits_like(n=20)), spec, CPU_ONLY)
+    assert str(caught.value) == "time limit of 1 s exceeded"
+    assert time.monotonic() - started < 10
