@@ -1,0 +1,32 @@
+"""The demo: seeded tasks and baselines evaluate for real and rank in distinct places."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from submissions.models import Submission, Task
+from submissions.selectors import leaderboard
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def test_seeded_demo_evaluates_every_baseline_and_ranks_them(queue: Any, run_worker: Any) -> None:
+    call_command("seed_demo", stdout=io.StringIO())
+    call_command("seed_demo", stdout=io.StringIO())  # idempotent: creates nothing twice
+    assert Submission.objects.count() == 6
+
+    run_worker()
+
+    failed = list(
+        Submission.objects.exclude(status="succeeded").values_list("original_name", "error_message")
+    )
+    assert failed == []
+    digits = [row.submission.score for row in leaderboard(task=Task.objects.get(slug="digits"))]
+    depth = [row.submission.score for row in leaderboard(task=Task.objects.get(slug="depth-448"))]
+    assert len(set(digits)) == 3 and digits == sorted(digits, reverse=True) and digits[0] > 0.9
+    assert len(set(depth)) == 3 and depth == sorted(depth)  # AbsRel: lower is better
+    assert Submission.objects.filter(is_baseline=True).count() == 6
