@@ -11,4 +11,9 @@ urlpatterns = [
     path("tasks/<slug:slug>/leaderboard/", apis.LeaderboardApi.as_view(), name="api-leaderboard"),
     path("submissions/", apis.SubmissionListApi.as_view(), name="api-submission-list"),
     path("submissions/<int:pk>/", apis.SubmissionDetailApi.as_view(), name="api-submission-detail"),
+    path(
+        "submissions/<int:pk>/cancel/",
+        apis.SubmissionCancelApi.as_view(),
+        name="api-submission-cancel",
+    ),
 ]

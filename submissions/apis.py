@@ -22,7 +22,7 @@ from submissions.api_serializers import (
     TaskSerializer,
 )
 from submissions.models import Task
-from submissions.services import SubmissionRefused, submission_create
+from submissions.services import SubmissionRefused, submission_cancel, submission_create
 
 
 def _visible_task(slug: str, user: Any) -> Task:
@@ -99,6 +99,27 @@ class SubmissionDetailApi(APIView):
         submission = selectors.submissions_of(user=request.user).filter(pk=pk).first()
         if submission is None:
             raise Http404("No such submission of yours.")
+        data = SubmissionSerializer(submission).data
+        data["queue_position"] = selectors.submission_queue_position(submission=submission)
+        return Response(data)
+
+
+class SubmissionCancelApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    def post(self, request: Request, pk: int) -> Response:
+        submission = selectors.submissions_of(user=request.user).filter(pk=pk).first()
+        if submission is None:
+            raise Http404("No such submission of yours.")
+        if not submission_cancel(submission_id=submission.pk, user=request.user):
+            return Response(
+                {
+                    "detail": f"Submission {pk} is {submission.status}; only queued or running "
+                    "submissions can be cancelled."
+                },
+                status=status.HTTP_409_CONFLICT,
+            )
+        submission.refresh_from_db()
         return Response(SubmissionSerializer(submission).data)
 
 

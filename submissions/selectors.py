@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, F, QuerySet, Window
+from django.db.models import Count, F, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from submissions.models import Submission, Task
@@ -57,3 +57,15 @@ def leaderboard(*, task: Task) -> list[LeaderboardRow]:
 def submissions_of(*, user: Any, task: Task | None = None) -> QuerySet[Submission]:
     submissions = Submission.objects.for_user(user).select_related("task")
     return submissions.filter(task=task) if task is not None else submissions
+
+
+def submission_queue_position(*, submission: Submission) -> int | None:
+    """1 for the next submission to start; None unless queued. Counted in the database, which
+    is the truth even when Redis was lost and the queue is being rebuilt."""
+    if submission.status != Submission.Status.QUEUED:
+        return None
+    ahead = Submission.objects.filter(status=Submission.Status.QUEUED).filter(
+        Q(created_at__lt=submission.created_at)
+        | Q(created_at=submission.created_at, id__lt=submission.id)
+    )
+    return ahead.count() + 1

@@ -7,6 +7,7 @@ call (a retried job, a cancelled run) changes nothing instead of moving status b
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -25,6 +26,9 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
+from rq.command import send_stop_job_command
+from rq.exceptions import InvalidJobOperation, NoSuchJobError
+from rq.job import Job, JobStatus
 
 from evaluation.inspect import ModelRejected, inspect_model
 from evaluation.runner import EvalResult
@@ -263,3 +267,75 @@ def task_dataset_path(task: Task) -> Path:
             shutil.copyfileobj(src, dst, 1024 * 1024)
         partial.replace(target)
     return target
+
+
+def _stop_job(job_id: str) -> None:
+    """Best effort: take the job off the queue, or tell its worker to kill the work horse."""
+    if not job_id:
+        return
+    connection = django_rq.get_connection(settings.EVALUATION_QUEUE)
+    try:
+        job = Job.fetch(job_id, connection=connection)
+    except NoSuchJobError:
+        return
+    if job.get_status() == JobStatus.STARTED:
+        with contextlib.suppress(InvalidJobOperation):  # it finished between the two calls
+            send_stop_job_command(connection, job_id)
+    else:
+        job.cancel()
+
+
+def submission_cancel(*, submission_id: int, user: Any) -> bool:
+    """queued/running → cancelled, by its owner or staff. Idempotent: False when nothing changed.
+
+    The status changes first, so a work horse that finishes anyway cannot write its result.
+    """
+    submissions = Submission.objects.filter(
+        pk=submission_id, status__in=[Status.QUEUED, Status.RUNNING]
+    )
+    if not getattr(user, "is_staff", False):
+        submissions = submissions.filter(user=user)
+    job_id = submissions.values_list("job_id", flat=True).first()
+    changed = submissions.update(status=Status.CANCELLED, finished_at=timezone.now())
+    if changed and job_id is not None:
+        transaction.on_commit(lambda: _stop_job(job_id))
+    return bool(changed)
+
+
+RESULT_RESET: dict[str, Any] = dict(
+    score=None,
+    score_private=None,
+    metrics={},
+    metrics_private={},
+    latency_p50_ms=None,
+    latency_p95_ms=None,
+    latency_p99_ms=None,
+    throughput=None,
+    peak_memory_bytes=None,
+    provider="",
+    device_name="",
+    ort_version="",
+    samples_evaluated=None,
+    batch_latencies_ms=[],
+)
+
+
+def submission_rerun(*, submission_id: int) -> bool:
+    """An operator re-runs a finished submission from scratch. Idempotent while it is queued."""
+    with transaction.atomic():
+        changed = Submission.objects.filter(
+            pk=submission_id, status__in=list(Submission.FINAL_STATUSES)
+        ).update(
+            status=Status.QUEUED,
+            progress=0.0,
+            started_at=None,
+            finished_at=None,
+            attempts=0,
+            worker_name="",
+            error_message="",
+            job_id="",
+            **RESULT_RESET,
+        )
+        if changed:
+            transaction.on_commit(lambda: submission_enqueue(submission_id=submission_id))
+    return bool(changed)

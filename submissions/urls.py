@@ -10,4 +10,5 @@ urlpatterns = [
     path("tasks/<slug:slug>/submit/", views.task_upload, name="task-upload"),
     path("submissions/", views.submission_list, name="submission-list"),
     path("submissions/<int:pk>/", views.submission_detail, name="submission-detail"),
+    path("submissions/<int:pk>/cancel/", views.submission_cancel_view, name="submission-cancel"),
 ]

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
 
 from submissions import selectors
 from submissions.forms import UploadForm
 from submissions.models import Task
-from submissions.services import SubmissionRefused, submission_create
+from submissions.services import SubmissionRefused, submission_cancel, submission_create
 
 
 def _visible_task(request: HttpRequest, slug: str) -> Task:
@@ -69,4 +71,24 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = selectors.submissions_of(user=request.user).filter(pk=pk).first()
     if submission is None:
         raise Http404("No such submission of yours.")
-    return render(request, "submissions/submission_detail.html", {"submission": submission})
+    position = selectors.submission_queue_position(submission=submission)
+    return render(
+        request,
+        "submissions/submission_detail.html",
+        {"submission": submission, "queue_position": position},
+    )
+
+
+@login_required
+@require_POST
+def submission_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
+    submission = selectors.submissions_of(user=request.user).filter(pk=pk).first()
+    if submission is None:
+        raise Http404("No such submission of yours.")
+    if submission_cancel(submission_id=pk, user=request.user):
+        messages.success(
+            request, f"Submission {pk} was cancelled; it does not count against your quota."
+        )
+    else:
+        messages.info(request, f"Submission {pk} is already {submission.status}.")
+    return redirect(submission)

@@ -136,3 +136,53 @@ def test_model_failing_in_the_worker_ends_failed_and_the_worker_goes_on(
     assert bad_detail["status"] == "failed"
     assert bad_detail["error_message"] == "The model's output contains NaN or infinity (batch 1)."
     assert client.get(f"/api/submissions/{good['id']}/").json()["status"] == "succeeded"
+
+
+def test_cancelling_a_queued_submission_stops_it_from_running(
+    alice: Any, make_task: Any, queue: Any, run_worker: Any
+) -> None:
+    task = make_task()
+    client = token_client("alice", "alice-password-1")
+    data = linear_classifier(np.eye(64, 10), np.zeros(10))
+    first = client.post(
+        "/api/submissions/",
+        {"task": task.slug, "file": onnx_upload(data, "a.onnx")},
+        format="multipart",
+    ).json()
+    second = client.post(
+        "/api/submissions/",
+        {"task": task.slug, "file": onnx_upload(data, "b.onnx")},
+        format="multipart",
+    ).json()
+    assert client.get(f"/api/submissions/{second['id']}/").json()["queue_position"] == 2
+
+    response = client.post(f"/api/submissions/{first['id']}/cancel/")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    assert client.post(f"/api/submissions/{first['id']}/cancel/").status_code == 409
+    assert client.get(f"/api/submissions/{second['id']}/").json()["queue_position"] == 1
+
+    run_worker()
+
+    assert client.get(f"/api/submissions/{first['id']}/").json()["status"] == "cancelled"
+    assert client.get(f"/api/submissions/{second['id']}/").json()["status"] == "succeeded"
+
+
+def test_nobody_else_can_cancel_my_submission(
+    alice: Any, bob: Any, make_task: Any, queue: Any
+) -> None:
+    task = make_task()
+    data = linear_classifier(np.eye(64, 10), np.zeros(10))
+    mine = (
+        token_client("alice", "alice-password-1")
+        .post(
+            "/api/submissions/", {"task": task.slug, "file": onnx_upload(data)}, format="multipart"
+        )
+        .json()
+    )
+    assert (
+        token_client("bob", "bob-password-1")
+        .post(f"/api/submissions/{mine['id']}/cancel/")
+        .status_code
+        == 404
+    )
+    assert Submission.objects.get(pk=mine["id"]).status == "queued"
