@@ -73,6 +73,7 @@ def evaluate_submission(submission_id: int) -> str:
             message="The evaluation failed because of an error on our side, not in your model. "
             "Operators have the details; you can submit again.",
             log_text=traceback.format_exc(),
+            by_system=True,
         )
         raise
     services.submission_succeed(submission_id=submission_id, result=result)

@@ -138,6 +138,9 @@ class Submission(models.Model):
     worker_name = models.CharField(max_length=200, blank=True)
     error_message = models.TextField(blank=True, help_text="Shown to the submitter.")
     log = models.TextField(blank=True, help_text="Operators only.")
+    failed_by_system = models.BooleanField(
+        default=False, help_text="Failed through no fault of the model (worker lost, our error)."
+    )
 
     hidden = models.BooleanField(default=False)
     disqualified = models.BooleanField(default=False)

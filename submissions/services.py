@@ -209,8 +209,13 @@ def submission_succeed(*, submission_id: int, result: EvalResult) -> bool:
     )
 
 
-def submission_fail(*, submission_id: int, message: str, log_text: str = "") -> bool:
-    """queued/running → failed with a message for the submitter; final states are left alone."""
+def submission_fail(
+    *, submission_id: int, message: str, log_text: str = "", by_system: bool = False
+) -> bool:
+    """queued/running → failed with a message for the submitter; final states are left alone.
+
+    ``by_system`` marks failures that are not the model's fault; they do not count in quotas.
+    """
     return bool(
         Submission.objects.filter(
             pk=submission_id, status__in=[Status.QUEUED, Status.RUNNING]
@@ -219,6 +224,7 @@ def submission_fail(*, submission_id: int, message: str, log_text: str = "") -> 
             finished_at=timezone.now(),
             error_message=message,
             log=log_text[-20000:],
+            failed_by_system=by_system,
         )
     )
 
@@ -312,6 +318,7 @@ RESULT_RESET: dict[str, Any] = dict(
     latency_p99_ms=None,
     throughput=None,
     peak_memory_bytes=None,
+    failed_by_system=False,
     provider="",
     device_name="",
     ort_version="",
