@@ -200,12 +200,14 @@ LOGGING = {
 
 # --- issue 7: deployment (health check, static files served by whitenoise under gunicorn) ---
 # /healthz answers before host validation and sessions: the container healthcheck and load
-# balancers call it by IP. Whitenoise serves collected static files right after SecurityMiddleware.
+# balancers call it by IP. Whitenoise serves the collected static files (gunicorn in production)
+# once `collectstatic` has filled STATIC_ROOT; before that (tests, `make demo`) it would only warn.
 MIDDLEWARE.insert(0, "portal.health.HealthCheckMiddleware")
-MIDDLEWARE.insert(
-    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
-    "whitenoise.middleware.WhiteNoiseMiddleware",
-)
+if env_bool("STATICFILES_MANIFEST", False) or STATIC_ROOT.is_dir():
+    MIDDLEWARE.insert(
+        MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+        "whitenoise.middleware.WhiteNoiseMiddleware",
+    )
 # Hashed, compressed, cached-forever static files need `collectstatic` first, so production
 # (the web image) turns this on; tests and the demo keep Django's plain storage.
 if env_bool("STATICFILES_MANIFEST", False):

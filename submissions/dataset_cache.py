@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import ClientError
 from django.core.files.storage import Storage
 
 CHUNK_BYTES = 1024 * 1024
@@ -53,9 +54,11 @@ def _download(stored: Any, target: Path) -> None:
         with os.fdopen(fd, "wb") as dst:
             obj = getattr(stored, "obj", None)
             if obj is not None and getattr(obj, "e_tag", None):
-                # IfMatch: if the object is replaced mid-download S3 refuses instead of handing
-                # us the new bytes under the old version's name.
-                obj.download_fileobj(dst, ExtraArgs={"IfMatch": obj.e_tag})
+                # IfMatch: when the object is replaced after we named the copy by its ETag, S3
+                # refuses (412) instead of handing us the new bytes under the old version's name.
+                body = obj.get(IfMatch=obj.e_tag)["Body"]
+                for chunk in body.iter_chunks(CHUNK_BYTES):
+                    dst.write(chunk)
             else:
                 shutil.copyfileobj(stored, dst, CHUNK_BYTES)
         os.replace(partial, target)
@@ -64,16 +67,26 @@ def _download(stored: Any, target: Path) -> None:
         raise
 
 
-def cached_copy(storage: Storage, name: str, cache_dir: Path) -> Path:
-    """The stored file ``name`` on local disk under ``cache_dir``, downloaded at most once."""
+def _cached_copy_once(storage: Storage, name: str, cache_dir: Path) -> Path:
     with storage.open(name, "rb") as stored:
         stem, dot, suffix = Path(name).name.partition(".")
-        target = (
-            cache_dir / Path(name).parent / f"{stem}.{_version(stored, storage, name)}{dot}{suffix}"
-        )
+        version = _version(stored, storage, name)
+        target = cache_dir / Path(name).parent / f"{stem}.{version}{dot}{suffix}"
         if target.exists():
             return target
         with _locked(target.with_name(target.name + ".lock")):
             if not target.exists():  # another process may have finished it while we waited
                 _download(stored, target)
     return target
+
+
+def cached_copy(storage: Storage, name: str, cache_dir: Path, attempts: int = 3) -> Path:
+    """The stored file ``name`` on local disk under ``cache_dir``, downloaded once per version."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _cached_copy_once(storage, name, cache_dir)
+        except ClientError as exc:
+            replaced = exc.response.get("Error", {}).get("Code") == "PreconditionFailed"
+            if not replaced or attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
