@@ -265,6 +265,8 @@ def task_dataset_path(task: Task) -> Path:
         return Path(task.dataset.path)
     except NotImplementedError:  # remote storage (S3) has no local path
         pass
+    if not task.dataset.name:
+        raise ValueError(f"task {task.slug} has no dataset file")
     return cached_copy(task.dataset.storage, task.dataset.name, settings.EVAL_CACHE_DIR)
 
 
