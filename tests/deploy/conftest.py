@@ -61,6 +61,17 @@ def s3_endpoint() -> Iterator[str]:
         process.wait(timeout=10)
 
 
+def database_url() -> str:
+    """The URL of the database this test run uses, for processes started by the test."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
+    return f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
 def settings_from_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> dict[str, Any]:
     """Execute portal/settings.py as production would, with ``env`` set; return its globals."""
     for name, value in env.items():

@@ -39,3 +39,28 @@ def test_healthz_is_503_and_names_redis_when_redis_is_unreachable(settings: Any)
 def test_other_paths_still_go_through_host_validation(settings: Any) -> None:
     settings.ALLOWED_HOSTS = ["portal.example.org"]
     assert Client().get("/", HTTP_HOST="10.0.3.7:8000").status_code == 400
+
+
+def test_healthz_is_503_and_names_the_database_when_it_is_unreachable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A real database connection to nowhere: a closed port (PostgreSQL) or an impossible path.
+    from django.db import connections
+
+    import portal.health
+
+    connection = connections["default"]
+    broken = dict(connection.settings_dict)
+    if connection.vendor == "sqlite":
+        broken["NAME"] = "/nonexistent-directory/portal.sqlite3"
+    else:
+        broken.update(HOST="127.0.0.1", PORT=str(_closed_port()))
+    unreachable = type(connection)(broken, alias="default")
+    monkeypatch.setattr(portal.health, "connections", {"default": unreachable})
+    try:
+        response = Client().get("/healthz")
+    finally:
+        unreachable.close()
+    assert response.status_code == 503
+    body = response.json()
+    assert body["database"] == "unreachable (OperationalError)" and body["redis"] == "ok"

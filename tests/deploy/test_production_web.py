@@ -17,20 +17,11 @@ from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
-from django.db import connection
 
-from tests.deploy.conftest import S3_PORTS
+from tests.deploy.conftest import S3_PORTS, database_url
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
-    password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
-    return f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 def _free_port() -> int:
@@ -54,7 +45,7 @@ def production_env(tmp_path: Path) -> dict[str, str]:
         "DEBUG": "0",
         "SECRET_KEY": "production-test-secret-key-not-for-real-use",
         "ALLOWED_HOSTS": "127.0.0.1",
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": database_url(),
         "REDIS_URL": django_settings.REDIS_URL,
         "STATIC_ROOT": str(tmp_path / "static"),
         "STATICFILES_MANIFEST": "1",

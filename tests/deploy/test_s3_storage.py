@@ -3,6 +3,9 @@ through the API into a private bucket, a real worker reads model and dataset bac
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -20,9 +23,10 @@ from submissions import dataset_cache, services
 from submissions.models import Submission
 from tests.builders import digits_like, linear_classifier, linear_reference, npz_bytes
 from tests.conftest import onnx_upload
-from tests.deploy.conftest import settings_from_env
+from tests.deploy.conftest import S3_KEYS, database_url, settings_from_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _anonymous_get(url: str) -> int:
@@ -88,6 +92,54 @@ def test_upload_through_the_api_lands_privately_in_s3_and_a_real_worker_scores_i
     # The worker read the dataset from S3 into its cache, not from any shared path.
     cached = list(Path(settings.EVAL_CACHE_DIR).rglob("*.npz"))
     assert len(cached) == 1 and cached[0].read_bytes() == npz_bytes(arrays)
+
+
+def test_a_worker_on_another_host_needs_only_the_connection_settings(
+    s3_storage: Any,
+    s3_bucket: str,
+    s3_endpoint: str,
+    settings: Any,
+    tmp_path: Path,
+    alice: Any,
+    make_task: Any,
+    queue: Any,
+) -> None:
+    arrays = digits_like(n=64, seed=21)
+    task = make_task(arrays)
+    w, b = np.eye(64, 10), np.zeros(10)
+    body = _upload(alice, task, linear_classifier(w, b))
+    host2 = tmp_path / "host2"  # shares no directory with this process
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "DEBUG": "0",
+        "SECRET_KEY": "another-host-secret-key",
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "STORAGE_BACKEND": "s3",
+        "AWS_STORAGE_BUCKET_NAME": s3_bucket,
+        "AWS_S3_ENDPOINT_URL": s3_endpoint,
+        "AWS_S3_REGION_NAME": "us-east-1",
+        "AWS_S3_ADDRESSING_STYLE": "path",
+        **S3_KEYS,
+        "PORTAL_VAR_DIR": str(host2 / "var"),
+        "EVAL_CACHE_DIR": str(host2 / "cache"),
+        "MEDIA_ROOT": str(host2 / "media"),
+    }
+    worker = [sys.executable, "manage.py", "rqworker", "evaluation", "--burst"]
+    worker += ["--worker-class", "evaluation.worker.EvaluationWorker", "--name", "host2-gpu0"]
+
+    result = subprocess.run(worker, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+
+    assert result.returncode == 0, result.stderr[-2000:]
+    submission = Submission.objects.get(pk=body["id"])
+    logits = linear_reference(w, b, arrays["inputs"])
+    public = arrays["split"] == "public"
+    expected = float(np.mean(logits[public].argmax(1) == arrays["targets"][public]))
+    assert submission.status == Submission.Status.SUCCEEDED, submission.error_message
+    assert submission.worker_name == "host2-gpu0"
+    assert submission.score == pytest.approx(expected, abs=1e-12)
+    assert [p.read_bytes() for p in (host2 / "cache").rglob("*.npz")] == [npz_bytes(arrays)]
+    assert not (host2 / "media").exists()
 
 
 def test_signed_model_url_works_and_outlives_the_longest_job(
