@@ -106,19 +106,38 @@ MEDIA_URL = "media/"
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT") or VAR_DIR / "media")
 
 # Storage: local files by default; S3 (or MinIO through AWS_S3_ENDPOINT_URL) in production.
-# Model files and datasets are never served publicly: workers read them through this storage.
+# Model files and datasets are never public (private ACL, signed URLs only): workers on other hosts
+# read them through this storage with their own credentials, never through a shared disk.
 STORAGE_BACKEND = env_choice("STORAGE_BACKEND", "local", ("local", "s3"))
+# A signed URL must stay valid longer than the longest evaluation job (task time limit + margin);
+# S3 refuses signatures over 7 days.
+AWS_QUERYSTRING_EXPIRE = env_int("AWS_QUERYSTRING_EXPIRE", 86400, minimum=3600)
+if AWS_QUERYSTRING_EXPIRE > 7 * 86400:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(
+        f"AWS_QUERYSTRING_EXPIRE={AWS_QUERYSTRING_EXPIRE} exceeds S3's limit of 604800 (7 days)."
+    )
 if STORAGE_BACKEND == "s3":
+    from portal.env import env_required
+
     _default_storage = {
         "BACKEND": "storages.backends.s3.S3Storage",
         "OPTIONS": {
-            "bucket_name": env_str("AWS_STORAGE_BUCKET_NAME"),
-            "endpoint_url": env_str("AWS_S3_ENDPOINT_URL"),
-            "region_name": env_str("AWS_S3_REGION_NAME"),
-            "access_key": env_str("AWS_ACCESS_KEY_ID"),
-            "secret_key": env_str("AWS_SECRET_ACCESS_KEY"),
+            "bucket_name": env_required("AWS_STORAGE_BUCKET_NAME"),
+            "endpoint_url": env_str("AWS_S3_ENDPOINT_URL") or None,
+            "region_name": env_str("AWS_S3_REGION_NAME") or None,
+            # Unset keys: boto3's own chain (instance role, ~/.aws) supplies credentials.
+            "access_key": env_str("AWS_ACCESS_KEY_ID") or None,
+            "secret_key": env_str("AWS_SECRET_ACCESS_KEY") or None,
+            # MinIO and other self-hosted servers want path-style addressing.
+            "addressing_style": env_choice(
+                "AWS_S3_ADDRESSING_STYLE", "auto", ("auto", "path", "virtual")
+            ),
+            "signature_version": "s3v4",
             "default_acl": "private",
             "querystring_auth": True,
+            "querystring_expire": AWS_QUERYSTRING_EXPIRE,
             "file_overwrite": False,
         },
     }
@@ -178,3 +197,18 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL") or "INFO"},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- issue 7: deployment (health check, static files served by whitenoise under gunicorn) ---
+# /healthz answers before host validation and sessions: the container healthcheck and load
+# balancers call it by IP. Whitenoise serves the collected static files (gunicorn in production)
+# once `collectstatic` has filled STATIC_ROOT; before that (tests, `make demo`) it would only warn.
+MIDDLEWARE.insert(0, "portal.health.HealthCheckMiddleware")
+if env_bool("STATICFILES_MANIFEST", False) or STATIC_ROOT.is_dir():
+    MIDDLEWARE.insert(
+        MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+        "whitenoise.middleware.WhiteNoiseMiddleware",
+    )
+# Hashed, compressed, cached-forever static files need `collectstatic` first, so production
+# (the web image) turns this on; tests and the demo keep Django's plain storage.
+if env_bool("STATICFILES_MANIFEST", False):
+    STORAGES["staticfiles"] = {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}

@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass
 from datetime import timedelta
@@ -32,6 +31,7 @@ from rq.job import Job, JobStatus
 
 from evaluation.inspect import ModelRejected, inspect_model
 from evaluation.runner import EvalResult
+from submissions.dataset_cache import cached_copy
 from submissions.models import Submission, Task
 
 log = logging.getLogger(__name__)
@@ -259,20 +259,15 @@ def submission_requeue_after_crash(*, submission_id: int, max_attempts: int = 2)
 
 
 def task_dataset_path(task: Task) -> Path:
-    """The task's dataset on local disk, copied once into the worker cache from remote storage."""
+    """The task's dataset on local disk, copied once per version into the worker cache from
+    remote storage (see submissions/dataset_cache.py)."""
     try:
         return Path(task.dataset.path)
     except NotImplementedError:  # remote storage (S3) has no local path
         pass
-    cache_dir: Path = settings.EVAL_CACHE_DIR
-    target = cache_dir / task.dataset.name
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(target.suffix + f".{os.getpid()}.part")
-        with task.dataset.open("rb") as src, partial.open("wb") as dst:
-            shutil.copyfileobj(src, dst, 1024 * 1024)
-        partial.replace(target)
-    return target
+    if not task.dataset.name:
+        raise ValueError(f"task {task.slug} has no dataset file")
+    return cached_copy(task.dataset.storage, task.dataset.name, settings.EVAL_CACHE_DIR)
 
 
 def _stop_job(job_id: str) -> None:

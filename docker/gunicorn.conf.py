@@ -1,0 +1,27 @@
+"""gunicorn settings for the web image; every value can be changed through the environment.
+
+gthread workers: uploads of large models stream to a temporary file, and a thread per
+request keeps one slow upload from holding a whole worker process.
+"""
+
+from __future__ import annotations
+
+import os
+
+bind = f"0.0.0.0:{os.environ.get('PORT', '8000')}"
+workers = int(os.environ.get("WEB_CONCURRENCY", "3"))
+threads = int(os.environ.get("GUNICORN_THREADS", "4"))
+worker_class = "gthread"
+# A model upload of a few hundred MB over a slow link must not be cut off.
+timeout = int(os.environ.get("GUNICORN_TIMEOUT", "300"))
+graceful_timeout = 30
+keepalive = 5
+# Restart workers now and then so a slow leak never takes the site down.
+max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "2000"))
+max_requests_jitter = 200
+# Heartbeat files on tmpfs: a container's overlay filesystem can stall them.
+worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
+accesslog = "-"
+errorlog = "-"
+# Trust X-Forwarded-* only from the reverse proxy in front (FORWARDED_ALLOW_IPS, read by gunicorn
+# itself; its default is 127.0.0.1).

@@ -1,0 +1,38 @@
+# GPU worker image: onnxruntime-gpu on NVIDIA's CUDA + cuDNN runtime base that matches it.
+# onnxruntime-gpu 1.31.1 (pinned in docker/constraints.txt) needs CUDA 13.x and cuDNN 9, so the
+# base is CUDA 13.0 with cuDNN 9 on Ubuntu 24.04 (Python 3.12). The host needs an NVIDIA driver
+# that supports CUDA 13 (580 or newer) and the NVIDIA Container Toolkit.
+# Build from the repository root: docker build -f docker/worker.Dockerfile -t onnx-portal-worker .
+FROM nvidia/cuda:13.0.1-cudnn-runtime-ubuntu24.04
+
+ENV DEBIAN_FRONTEND=noninteractive \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/venv/bin:$PATH \
+    PORTAL_VAR_DIR=/var/lib/portal \
+    EVAL_CACHE_DIR=/var/cache/portal \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility
+
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv \
+    && rm -rf /var/lib/apt/lists/* \
+    && python3 -m venv /opt/venv
+WORKDIR /app
+COPY pyproject.toml docker/constraints.txt docker/install-deps.py /tmp/build/
+RUN python /tmp/build/install-deps.py /tmp/build/pyproject.toml /tmp/build/requirements.txt \
+    && pip install --constraint /tmp/build/constraints.txt -r /tmp/build/requirements.txt \
+    && python -c "import onnxruntime as ort; assert 'CUDAExecutionProvider' in ort.get_available_providers()" \
+    && rm -rf /tmp/build
+
+COPY . /app
+RUN useradd --system --uid 10001 --home-dir /var/lib/portal --create-home portal \
+    && mkdir -p /var/cache/portal && chown portal:portal /var/cache/portal
+
+USER portal
+# The cache of datasets fetched from S3; a volume lets the workers of one host share it.
+VOLUME ["/var/cache/portal"]
+HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
+    CMD ["/app/docker/worker-healthcheck.sh"]
+ENTRYPOINT ["/app/docker/worker-entrypoint.sh"]
