@@ -1,0 +1,13 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class AccountsConfig(AppConfig):
+    name = "portal.accounts"
+    label = "accounts"
+    verbose_name = "Accounts and API tokens"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from portal.accounts import schema  # noqa: F401  (registers the OpenAPI extension)
