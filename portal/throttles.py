@@ -21,9 +21,17 @@ def upload_rate_hit(*, user: Any) -> Refusal | None:
     return rate_limit_hit(scope="uploads", ident=str(user.pk))
 
 
+class RateLimited(Throttled):
+    """Throttled with our message as the whole detail (DRF would append its own sentence)."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(wait=None, detail=refusal.message)
+        self.wait = refusal.wait_s  # DRF turns this into the Retry-After header
+
+
 def _refuse(refusal: Refusal | None) -> bool:
     if refusal is not None:
-        raise Throttled(wait=refusal.wait_s, detail=refusal.message)
+        raise RateLimited(refusal)
     return True
 
 

@@ -32,6 +32,21 @@ def _plain_http_and_fresh_rate_limits(settings: Any) -> None:
 
 
 @pytest.fixture
+def live_portal(transactional_db: Any, settings: Any) -> Iterator[str]:
+    """A real threaded HTTP server running the portal; yields its base URL.
+
+    Started after this test's settings (pytest-django's session-wide live_server is built before
+    them, and SecurityMiddleware reads SECURE_SSL_REDIRECT once, when its handler is built).
+    """
+    from pytest_django.live_server_helper import LiveServer
+
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "localhost"]
+    server = LiveServer("localhost:0")
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture
 def queue() -> Iterator[Any]:
     """The evaluation queue on the test Redis database, emptied before and after."""
     q = django_rq.get_queue(settings.EVALUATION_QUEUE)

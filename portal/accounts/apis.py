@@ -6,7 +6,7 @@ from django.contrib.auth import authenticate
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.exceptions import Throttled, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -25,6 +25,7 @@ from portal.accounts.services import (
     login_attempt_begin,
     login_attempt_succeeded,
 )
+from portal.throttles import RateLimited
 
 BAD_CREDENTIALS = "Unable to log in with provided credentials."
 
@@ -45,7 +46,7 @@ class TokenObtainApi(APIView):
         username = form.validated_data["username"]
         refusal = login_attempt_begin(request=request, username=username)
         if refusal is not None:
-            raise Throttled(wait=refusal.wait_s, detail=refusal.message)
+            raise RateLimited(refusal)
         user = authenticate(request, username=username, password=form.validated_data["password"])
         if user is None:
             raise ValidationError({"non_field_errors": [BAD_CREDENTIALS]})
