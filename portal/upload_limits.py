@@ -45,7 +45,7 @@ class UploadSizeLimitMiddleware:
         if length > limit:
             return _refuse(
                 request,
-                f"The upload is {filesizeformat(length)}; the largest accepted is {_size(limit)}.",
+                f"The upload is {_size(length)}; the largest accepted is {_size(limit)}.",
                 413,
             )
         return self.get_response(request)
