@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
@@ -13,7 +14,7 @@ from portal.ratelimit import refused_page
 from portal.throttles import upload_rate_hit
 from submissions import selectors
 from submissions.forms import UploadForm
-from submissions.models import Task
+from submissions.models import Submission, Task
 from submissions.quotas import quota_get
 from submissions.services import SubmissionRefused, submission_cancel, submission_create
 
@@ -112,3 +113,12 @@ def submission_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.info(request, f"Submission {pk} is already {submission.status}.")
     return redirect(submission)
+
+
+@staff_member_required
+def submission_model_download(request: HttpRequest, pk: int) -> FileResponse:
+    """Operators only: the uploaded model file, streamed from storage (never a public URL)."""
+    submission = get_object_or_404(Submission, pk=pk)
+    return FileResponse(
+        submission.model_file.open("rb"), as_attachment=True, filename=submission.original_name
+    )
