@@ -16,7 +16,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_filter = ["revoked_at"]
     search_fields = ["name", "user__username", "prefix"]
     fields = ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
-    readonly_fields = fields
+    readonly_fields = ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -17,7 +17,7 @@ from portal.accounts.api_serializers import (
     NewTokenSerializer,
     TokenObtainSerializer,
 )
-from portal.accounts.models import ApiToken
+from portal.accounts.selectors import api_tokens_of
 from portal.accounts.services import (
     TokenLimitReached,
     api_token_create,
@@ -63,7 +63,7 @@ class TokenListApi(APIView):
 
     @extend_schema(responses={200: ApiTokenSerializer(many=True)})
     def get(self, request: Request) -> Response:
-        tokens = ApiToken.objects.filter(user=request.user).active()
+        tokens = api_tokens_of(user=request.user, active_only=True)
         return Response(ApiTokenSerializer(tokens, many=True).data)
 
 

@@ -14,7 +14,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from portal.accounts.forms import SignupForm, ThrottledAuthenticationForm, TokenCreateForm
-from portal.accounts.models import ApiToken
+from portal.accounts.selectors import api_tokens_of
 from portal.accounts.services import (
     NewToken,
     TokenLimitReached,
@@ -30,7 +30,7 @@ class LoginView(auth_views.LoginView):
     def form_invalid(self, form: Any) -> HttpResponse:
         response = super().form_invalid(form)
         if form.refusal is not None:
-            return refused_page(response.render(), form.refusal)
+            return refused_page(response, form.refusal)
         return response
 
 
@@ -71,7 +71,7 @@ def _profile(
 ) -> HttpResponse:
     context = {
         "form": form,
-        "tokens": ApiToken.objects.filter(user=request.user),
+        "tokens": api_tokens_of(user=request.user),
         "new_token": new_token,
     }
     return render(request, "accounts/profile.html", context, status=400 if form.errors else 200)
@@ -101,7 +101,7 @@ def token_create(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
-    token = ApiToken.objects.filter(pk=pk, user=request.user).first()
+    token = api_tokens_of(user=request.user).filter(pk=pk).first()
     if token is None:
         raise Http404("No such token of yours.")
     if api_token_revoke(user=request.user, token_id=pk):

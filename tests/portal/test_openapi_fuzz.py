@@ -13,8 +13,8 @@ import pytest
 import schemathesis
 from django.core.handlers.wsgi import WSGIHandler
 from hypothesis import HealthCheck, given
-from hypothesis.errors import Unsatisfiable
 from hypothesis import settings as hypothesis_settings
+from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
