@@ -10,4 +10,9 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.contrib import admin
+
         from portal.accounts import schema  # noqa: F401  (registers the OpenAPI extension)
+        from portal.accounts.forms import ThrottledAdminAuthenticationForm
+
+        admin.site.login_form = ThrottledAdminAuthenticationForm

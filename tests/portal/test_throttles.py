@@ -219,3 +219,17 @@ def test_the_client_address_comes_from_trusted_proxies_only(make_task: Any, sett
     assert APIClient(**proxy, HTTP_X_FORWARDED_FOR="3.3.3.3").get("/api/tasks/").status_code == 200
     assert APIClient(**proxy, HTTP_X_FORWARDED_FOR="4.4.4.4").get("/api/tasks/").status_code == 200
     assert APIClient(**proxy, HTTP_X_FORWARDED_FOR="3.3.3.3").get("/api/tasks/").status_code == 429
+
+
+def test_the_admin_log_in_page_shares_the_per_account_limit(operator: Any, settings: Any) -> None:
+    limits(settings, login_account="2/15m")
+    for _ in range(2):
+        Client().post("/admin/login/", {"username": "operator", "password": "wrong"})
+
+    response = Client().post(
+        "/admin/login/", {"username": "operator", "password": "operator-password-1"}
+    )
+
+    assert response.status_code == 200  # the admin's own page, showing the refusal
+    assert "Too many failed log-ins for this account" in response.content.decode()
+    assert "_auth_user_id" not in response.client.session
