@@ -223,7 +223,19 @@ CASES = [
         unchanged=token_state("alice_token_2"),
     ),
     Case("GET", "/accounts/password/change/", 302, 200, 200, 200),
+    Case(
+        "POST",
+        "/accounts/password/change/",
+        302,
+        200,  # the form again: the old password is wrong
+        200,
+        200,
+        data=lambda: {"old_password": "x", "new_password1": "y", "new_password2": "y"},
+    ),
     everyone("GET", "/accounts/password/reset/"),
+    everyone("POST", "/accounts/password/reset/", 302, data=lambda: {"email": "a@example.org"}),
+    everyone("GET", "/accounts/password/reset/MQ/bad-token/"),  # "this link does not work"
+    Case("POST", "/accounts/signup/", 400, 302, 302, 302, data=lambda: {"username": ""}),
     # Admin and the queue dashboard
     staff_only("GET", "/admin/", anonymous=302, others=302, admin=True),
     staff_only("GET", "/admin/submissions/submission/", anonymous=302, others=302, admin=True),
@@ -263,7 +275,9 @@ def test_authorization_matrix(world: World, case: Case, queue: Any) -> None:
         refused = to_login or response.status_code in (401, 403, 404, 405)
         if refused and case.unchanged and case.unchanged(world) != before:
             problems.append(f"{role}: was refused but the data changed")
-        if role == "anonymous" and response.status_code == 302 and not to_login:
+        # Where signed-in users get an answer and anonymous a redirect, it must be to log in.
+        login_wall = case.anonymous == 302 and case.alice != 302
+        if role == "anonymous" and login_wall and not to_login:
             problems.append(f"{role}: redirected to {response['Location']}, not to log in")
         body = b"".join(response) if response.streaming else response.content
         text = body.decode(errors="replace")
