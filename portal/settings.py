@@ -198,6 +198,94 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
+# --- issue 5: accounts, API tokens, rate limits, upload cap, hardening, OpenAPI ---
+from portal.ratelimit import parse_rate  # noqa: E402  (validates the rates below at start-up)
+
+INSTALLED_APPS += ["portal.accounts", "drf_spectacular", "drf_spectacular_sidecar"]
+# Right after SecurityMiddleware (which redirects to HTTPS first): an oversized body is refused
+# from its Content-Length before anything reads it.
+MIDDLEWARE.insert(1, "portal.upload_limits.UploadSizeLimitMiddleware")
+MIDDLEWARE.insert(2, "portal.security_headers.ContentSecurityPolicyMiddleware")
+UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 2 * 1024**3, minimum=1)  # ONNX protobuf max: 2 GiB
+
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.Argon2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",  # existing hashes upgrade on next log-in
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+    "django.contrib.auth.hashers.ScryptPasswordHasher",
+]
+
+# One cache for every web process: the rate limiter's counters live here.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "portal",
+    }
+}
+RATE_LIMITS = {
+    "uploads": env_str("RATE_LIMIT_UPLOADS") or "20/hour",  # per user, web form and API together
+    "api_user": env_str("RATE_LIMIT_API_USER") or "300/min",  # API reads per signed-in user
+    "api_anon": env_str("RATE_LIMIT_API_ANON") or "60/min",  # API reads per anonymous address
+    "login_account": env_str("RATE_LIMIT_LOGIN_ACCOUNT") or "5/15m",  # failed log-ins
+    "login_ip": env_str("RATE_LIMIT_LOGIN_IP") or "30/15m",
+    "signup_ip": env_str("RATE_LIMIT_SIGNUP_IP") or "10/hour",
+    "password_reset_ip": env_str("RATE_LIMIT_PASSWORD_RESET_IP") or "5/hour",
+}
+for _rate in RATE_LIMITS.values():
+    parse_rate(_rate)
+RATE_LIMIT_TRUSTED_PROXIES = env_int("RATE_LIMIT_TRUSTED_PROXIES", 0, minimum=0)
+RATE_LIMIT_NAMESPACE = ""  # tests give each test its own counters
+
+REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
+    "portal.accounts.authentication.ApiTokenAuthentication",
+    "rest_framework.authentication.SessionAuthentication",
+]
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
+    "portal.throttles.ApiReadThrottle",
+    "portal.throttles.UploadThrottle",
+]
+REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] = "drf_spectacular.openapi.AutoSchema"
+SPECTACULAR_SETTINGS = {
+    "TITLE": "ONNX evaluation portal API",
+    "DESCRIPTION": "Upload ONNX models to tasks, follow their evaluation, read leaderboards.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",  # served from our own static files, no CDN
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+EMAIL_BACKEND = env_str("EMAIL_BACKEND") or "django.core.mail.backends.console.EmailBackend"
+EMAIL_HOST = env_str("EMAIL_HOST") or "localhost"
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER") or ""
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD") or ""
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL") or "portal@localhost"
+
+# Secure by default outside DEBUG: `manage.py check --deploy` passes with no warnings once
+# SECRET_KEY and ALLOWED_HOSTS are set. Behind a TLS-terminating proxy set
+# SECURE_PROXY_SSL_HEADER=1 (only then is X-Forwarded-Proto believed).
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("SECURE_PROXY_SSL_HEADER", False) else None
+)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+CONTENT_SECURITY_POLICY = env_str("CONTENT_SECURITY_POLICY") or (
+    "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+    "object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
+)
 # --- issue 7: deployment (health check, static files served by whitenoise under gunicorn) ---
 # /healthz answers before host validation and sessions: the container healthcheck and load
 # balancers call it by IP. Whitenoise serves the collected static files (gunicorn in production)

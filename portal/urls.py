@@ -1,14 +1,17 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 urlpatterns = [
     path("admin/django-rq/", include("django_rq.urls")),
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/", include("portal.accounts.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    # The split view serves Swagger UI's script as a file, so the page needs no inline script.
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/", include("portal.accounts.api_urls")),
     path("api/", include("submissions.api_urls")),
     path("", include("submissions.urls")),
 ]

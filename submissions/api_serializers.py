@@ -97,6 +97,25 @@ class SubmissionSerializer(serializers.ModelSerializer):
         return data
 
 
+class SubmissionDetailSerializer(SubmissionSerializer):
+    """For the schema: one submission, with its place in the queue while queued."""
+
+    queue_position = serializers.IntegerField(allow_null=True, read_only=True)
+
+    class Meta(SubmissionSerializer.Meta):
+        fields = [*SubmissionSerializer.Meta.fields, "queue_position"]
+        read_only_fields = fields
+
+
+class PaginatedSubmissionSerializer(serializers.Serializer):
+    """For the schema: a page of LimitOffsetPagination."""
+
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = SubmissionSerializer(many=True)
+
+
 class SubmissionCreateSerializer(serializers.Serializer):
     task = serializers.SlugField()
     file = serializers.FileField(allow_empty_file=True)
@@ -118,3 +137,12 @@ class LeaderboardRowSerializer(serializers.Serializer):
     is_baseline = serializers.BooleanField(source="submission.is_baseline")
     entries = serializers.IntegerField()
     submitted_at = serializers.DateTimeField(source="submission.created_at")
+
+
+class LeaderboardSerializer(serializers.Serializer):
+    """For the schema: the leaderboard response."""
+
+    task = serializers.SlugField()
+    metric = serializers.CharField()
+    higher_is_better = serializers.BooleanField()
+    rows = LeaderboardRowSerializer(many=True)

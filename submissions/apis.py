@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
@@ -17,12 +17,18 @@ from rest_framework.views import APIView
 from submissions import selectors
 from submissions.api_serializers import (
     LeaderboardRowSerializer,
+    LeaderboardSerializer,
+    PaginatedSubmissionSerializer,
     SubmissionCreateSerializer,
+    SubmissionDetailSerializer,
     SubmissionSerializer,
     TaskSerializer,
 )
 from submissions.models import Task
 from submissions.services import SubmissionRefused, submission_cancel, submission_create
+
+NOT_FOUND = OpenApiResponse(description="No such task or submission visible to you.")
+THROTTLED = OpenApiResponse(description="Too many requests; see the Retry-After header.")
 
 
 def _visible_task(slug: str, user: Any) -> Task:
@@ -35,6 +41,7 @@ def _visible_task(slug: str, user: Any) -> Task:
 class TaskListApi(APIView):
     permission_classes = [AllowAny]
 
+    @extend_schema(responses=TaskSerializer(many=True))
     def get(self, request: Request) -> Response:
         tasks = selectors.task_list_visible(user=request.user)
         return Response(TaskSerializer(tasks, many=True).data)
@@ -43,6 +50,7 @@ class TaskListApi(APIView):
 class TaskDetailApi(APIView):
     permission_classes = [AllowAny]
 
+    @extend_schema(responses={200: TaskSerializer, 404: NOT_FOUND})
     def get(self, request: Request, slug: str) -> Response:
         return Response(TaskSerializer(_visible_task(slug, request.user)).data)
 
@@ -50,6 +58,7 @@ class TaskDetailApi(APIView):
 class LeaderboardApi(APIView):
     permission_classes = [AllowAny]
 
+    @extend_schema(responses={200: LeaderboardSerializer, 404: NOT_FOUND})
     def get(self, request: Request, slug: str) -> Response:
         task = _visible_task(slug, request.user)
         if task.leaderboard == Task.Leaderboard.HIDDEN and not request.user.is_staff:
@@ -68,7 +77,13 @@ class LeaderboardApi(APIView):
 class SubmissionListApi(APIView):
     permission_classes = [IsAuthenticated]
     parser_classes = [MultiPartParser, FormParser]
+    throttle_scope = "uploads"  # POSTs share the per-user upload limit with the web form
 
+    @extend_schema(
+        operation_id="submissions_list",
+        responses=PaginatedSubmissionSerializer,
+        parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+    )
     def get(self, request: Request) -> Response:
         paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(
@@ -76,6 +91,15 @@ class SubmissionListApi(APIView):
         )
         return paginator.get_paginated_response(SubmissionSerializer(page, many=True).data)
 
+    @extend_schema(
+        request={"multipart/form-data": SubmissionCreateSerializer},
+        responses={
+            201: SubmissionSerializer,
+            400: OpenApiResponse(description="Refused: {field: [why]}"),
+            404: NOT_FOUND,
+            429: THROTTLED,
+        },
+    )
     def post(self, request: Request) -> Response:
         form = SubmissionCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -95,6 +119,7 @@ class SubmissionListApi(APIView):
 class SubmissionDetailApi(APIView):
     permission_classes = [IsAuthenticated]
 
+    @extend_schema(responses={200: SubmissionDetailSerializer, 404: NOT_FOUND})
     def get(self, request: Request, pk: int) -> Response:
         submission = selectors.submissions_of(user=request.user).filter(pk=pk).first()
         if submission is None:
@@ -107,6 +132,14 @@ class SubmissionDetailApi(APIView):
 class SubmissionCancelApi(APIView):
     permission_classes = [IsAuthenticated]
 
+    @extend_schema(
+        request=None,
+        responses={
+            200: SubmissionSerializer,
+            404: NOT_FOUND,
+            409: OpenApiResponse(description="Not queued or running any more."),
+        },
+    )
     def post(self, request: Request, pk: int) -> Response:
         submission = selectors.submissions_of(user=request.user).filter(pk=pk).first()
         if submission is None:
@@ -121,7 +154,3 @@ class SubmissionCancelApi(APIView):
             )
         submission.refresh_from_db()
         return Response(SubmissionSerializer(submission).data)
-
-
-class TokenApi(ObtainAuthToken):
-    """POST username and password; returns {"token": ...} for the Authorization header."""

@@ -13,7 +13,6 @@ import logging
 import os
 import tempfile
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from evaluation.inspect import ModelRejected, inspect_model
 from evaluation.runner import EvalResult
 from submissions.dataset_cache import cached_copy
 from submissions.models import Submission, Task
+from submissions.quotas import quota_get, submissions_counted
 
 log = logging.getLogger(__name__)
 Status = Submission.Status
@@ -46,6 +46,7 @@ class SubmissionRefused(Exception):
 
     field: str
     message: str
+    url: str = ""  # where the refusal points, e.g. the first copy of a duplicate upload
 
     def __str__(self) -> str:
         return self.message
@@ -82,17 +83,28 @@ def _check_task_open(task: Task) -> None:
 
 def _check_quota(*, user: Any, task: Task) -> None:
     """Called with the user's row locked, so parallel uploads are counted one after another."""
-    counted = Submission.objects.filter(user=user, task=task).exclude(status=Status.CANCELLED)
-    if task.submissions_total is not None and counted.count() >= task.submissions_total:
-        raise SubmissionRefused(
-            "file", f"You have used all {task.submissions_total} submissions for this task."
-        )
-    since = timezone.now() - timedelta(days=1)
-    if counted.filter(created_at__gte=since).count() >= task.submissions_per_day:
+    message = quota_get(user=user, task=task).refusal()
+    if message is not None:
+        raise SubmissionRefused("file", message)
+
+
+def _check_duplicate(*, user: Any, task: Task, sha256: str) -> None:
+    """The same file twice for the same task scores the same twice: point at the first one.
+
+    Cancelled and system-failed submissions are ignored: their file may be sent again.
+    """
+    first = (
+        submissions_counted(user=user, task=task)
+        .filter(sha256=sha256)
+        .order_by("created_at", "id")
+        .first()
+    )
+    if first is not None:
+        url = first.get_absolute_url()
         raise SubmissionRefused(
             "file",
-            f"You have used your {task.submissions_per_day} submissions for the last 24 hours; "
-            "try again later.",
+            f"You already submitted this exact file to this task as submission {first.pk} ({url}).",
+            url=url,
         )
 
 
@@ -122,14 +134,16 @@ def _store_and_enqueue(
     *, user: Any, task: Task, path: Path, name: str, info: dict[str, Any], description: str
 ) -> Submission:
     stored: Submission | None = None
+    sha256 = _sha256(path)  # before the lock: hashing a large file must not hold the user's row
     try:
         with transaction.atomic():
             get_user_model().objects.select_for_update().get(pk=user.pk)
+            _check_duplicate(user=user, task=task, sha256=sha256)
             _check_quota(user=user, task=task)
             stored = Submission(
                 user=user,
                 task=task,
-                sha256=_sha256(path),
+                sha256=sha256,
                 size_bytes=path.stat().st_size,
                 original_name=name,
                 description=description[:500],

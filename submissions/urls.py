@@ -10,5 +10,6 @@ urlpatterns = [
     path("tasks/<slug:slug>/submit/", views.task_upload, name="task-upload"),
     path("submissions/", views.submission_list, name="submission-list"),
     path("submissions/<int:pk>/", views.submission_detail, name="submission-detail"),
+    path("submissions/<int:pk>/model/", views.submission_model_download, name="submission-model"),
     path("submissions/<int:pk>/cancel/", views.submission_cancel_view, name="submission-cancel"),
 ]

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
+from portal.ratelimit import refused_page
+from portal.throttles import upload_rate_hit
 from submissions import selectors
 from submissions.forms import UploadForm
-from submissions.models import Task
+from submissions.models import Submission, Task
+from submissions.quotas import quota_get
 from submissions.services import SubmissionRefused, submission_cancel, submission_create
 
 
@@ -40,11 +45,25 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
+def _upload_page(
+    request: HttpRequest, task: Task, form: UploadForm, refusal: str = "", status: int = 200
+) -> HttpResponse:
+    quota = quota_get(user=request.user, task=task)
+    context = {"task": task, "form": form, "quota": quota, "refusal": refusal}
+    return render(request, "submissions/upload.html", context, status=status)
+
+
 @login_required
 def task_upload(request: HttpRequest, slug: str) -> HttpResponse:
     task = _visible_task(request, slug)
-    form = UploadForm(request.POST or None, request.FILES or None)
-    if request.method == "POST" and form.is_valid():
+    if request.method != "POST":
+        return _upload_page(request, task, UploadForm())
+    throttled = upload_rate_hit(user=request.user)  # before the body is read
+    if throttled is not None:
+        page = _upload_page(request, task, UploadForm(), refusal=throttled.message)
+        return refused_page(page, throttled)
+    form = UploadForm(request.POST, request.FILES)
+    if form.is_valid():
         try:
             submission = submission_create(
                 user=request.user,
@@ -53,11 +72,13 @@ def task_upload(request: HttpRequest, slug: str) -> HttpResponse:
                 description=form.cleaned_data["description"],
             )
         except SubmissionRefused as exc:
-            form.add_error("file" if exc.field == "file" else None, exc.message)
+            message = exc.message
+            if exc.url:  # a duplicate: link to the first copy
+                message = format_html('{} <a href="{}">See it</a>.', exc.message, exc.url)
+            form.add_error("file" if exc.field == "file" else None, message)
         else:
             return redirect(submission)
-    status = 400 if request.method == "POST" else 200
-    return render(request, "submissions/upload.html", {"task": task, "form": form}, status=status)
+    return _upload_page(request, task, form, status=400)
 
 
 @login_required
@@ -92,3 +113,12 @@ def submission_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.info(request, f"Submission {pk} is already {submission.status}.")
     return redirect(submission)
+
+
+@staff_member_required
+def submission_model_download(request: HttpRequest, pk: int) -> FileResponse:
+    """Operators only: the uploaded model file, streamed from storage (never a public URL)."""
+    submission = get_object_or_404(Submission, pk=pk)
+    return FileResponse(
+        submission.model_file.open("rb"), as_attachment=True, filename=submission.original_name
+    )

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,6 +21,29 @@ from tests.builders import digits_like, npz_bytes
 def _media_in_tmp(settings: Any, tmp_path: Any) -> None:
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.EVAL_CACHE_DIR = tmp_path / "cache"
+
+
+@pytest.fixture(autouse=True)
+def _plain_http_and_fresh_rate_limits(settings: Any) -> None:
+    """Tests speak plain HTTP to the test client (production redirects to HTTPS), and each test
+    starts with empty rate-limit counters of its own (they expire by themselves in Redis)."""
+    settings.SECURE_SSL_REDIRECT = False
+    settings.RATE_LIMIT_NAMESPACE = uuid.uuid4().hex
+
+
+@pytest.fixture
+def live_portal(transactional_db: Any, settings: Any) -> Iterator[str]:
+    """A real threaded HTTP server running the portal; yields its base URL.
+
+    Started after this test's settings (pytest-django's session-wide live_server is built before
+    them, and SecurityMiddleware reads SECURE_SSL_REDIRECT once, when its handler is built).
+    """
+    from pytest_django.live_server_helper import LiveServer
+
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "localhost"]
+    server = LiveServer("localhost:0")
+    yield server.url
+    server.stop()
 
 
 @pytest.fixture

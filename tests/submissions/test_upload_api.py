@@ -143,15 +143,17 @@ def test_cancelling_a_queued_submission_stops_it_from_running(
 ) -> None:
     task = make_task()
     client = token_client("alice", "alice-password-1")
-    data = linear_classifier(np.eye(64, 10), np.zeros(10))
+    # Two different models: the same file twice would be refused as a duplicate.
+    data_a = linear_classifier(np.eye(64, 10), np.zeros(10))
+    data_b = linear_classifier(np.eye(64, 10), np.ones(10))
     first = client.post(
         "/api/submissions/",
-        {"task": task.slug, "file": onnx_upload(data, "a.onnx")},
+        {"task": task.slug, "file": onnx_upload(data_a, "a.onnx")},
         format="multipart",
     ).json()
     second = client.post(
         "/api/submissions/",
-        {"task": task.slug, "file": onnx_upload(data, "b.onnx")},
+        {"task": task.slug, "file": onnx_upload(data_b, "b.onnx")},
         format="multipart",
     ).json()
     assert client.get(f"/api/submissions/{second['id']}/").json()["queue_position"] == 2

@@ -1,0 +1,40 @@
+"""How many submissions a user has left on a task, for the API (the upload page shows the same)."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from submissions import selectors
+from submissions.models import Task
+from submissions.quotas import quota_get
+
+
+class QuotaSerializer(serializers.Serializer):
+    per_day = serializers.IntegerField(help_text="Submissions allowed in any 24 hours.")
+    used_today = serializers.IntegerField(help_text="Counted submissions in the last 24 hours.")
+    left_today = serializers.IntegerField()
+    total = serializers.IntegerField(allow_null=True, help_text="Lifetime limit, null if none.")
+    used_total = serializers.IntegerField()
+    left_total = serializers.IntegerField(allow_null=True)
+    left = serializers.IntegerField(help_text="Submissions possible right now.")
+    next_slot_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the oldest counted submission of the last 24 h expires."
+    )
+
+
+class TaskQuotaApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(responses={200: QuotaSerializer})
+    def get(self, request: Request, slug: str) -> Response:
+        try:
+            task = selectors.task_get_visible(slug=slug, user=request.user)
+        except Task.DoesNotExist as exc:
+            raise Http404(f"No task '{slug}'.") from exc
+        return Response(QuotaSerializer(quota_get(user=request.user, task=task)).data)
