@@ -33,7 +33,9 @@ def _free_port() -> int:
 
 
 def _get(url: str, **headers: str) -> tuple[int, dict[str, str], bytes]:
-    request = urllib.request.Request(url, headers=headers)
+    # As behind the TLS-terminating proxy production runs behind (SECURE_PROXY_SSL_HEADER=1);
+    # without it the portal would redirect every request to https.
+    request = urllib.request.Request(url, headers={"X-Forwarded-Proto": "https", **headers})
     with urllib.request.urlopen(request, timeout=10) as response:
         return response.status, dict(response.headers), response.read()
 
@@ -45,6 +47,7 @@ def production_env(tmp_path: Path) -> dict[str, str]:
         "DEBUG": "0",
         "SECRET_KEY": "production-test-secret-key-not-for-real-use",
         "ALLOWED_HOSTS": "127.0.0.1",
+        "SECURE_PROXY_SSL_HEADER": "1",
         "DATABASE_URL": database_url(),
         "REDIS_URL": django_settings.REDIS_URL,
         "STATIC_ROOT": str(tmp_path / "static"),
