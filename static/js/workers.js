@@ -1,0 +1,23 @@
+// Worker cards: re-fetch the server-rendered cards every few seconds and swap them in, so the
+// workers page and the cards beside a leaderboard stay live without reloading the page.
+(function () {
+  "use strict";
+  var PERIOD_MS = 5000;
+  function refresh(section) {
+    fetch(section.dataset.url, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+      .then(function (html) {
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        var fresh = doc.querySelector("[data-worker-cards]");
+        if (fresh) section.replaceWith(fresh);
+        schedule(fresh || section, PERIOD_MS);
+      })
+      .catch(function () { schedule(section, PERIOD_MS * 3); });
+  }
+  function schedule(section, delay) {
+    setTimeout(function () { if (!document.hidden) refresh(section); else schedule(section, delay); }, delay);
+  }
+  if (window.__workerCardsStarted) return;
+  window.__workerCardsStarted = true;
+  document.querySelectorAll("[data-worker-cards]").forEach(function (s) { schedule(s, PERIOD_MS); });
+})();
