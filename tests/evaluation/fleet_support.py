@@ -18,12 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 import pytest
 from django.conf import settings
 from django.db import connection
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.builders import finish
+from evaluation import heartbeat
+from submissions.models import Submission
+from submissions.services import submission_create
+from tests.builders import finish, linear_classifier
+from tests.conftest import onnx_upload
 
 BASE_DIR = Path(settings.BASE_DIR)
 FAST_FLEET_ENV = {
@@ -182,3 +187,54 @@ def wait_for(
         time.sleep(0.2)
     logs = "\n".join(f"--- {w.name} ---\n{w.log()}" for w in workers)
     pytest.fail(f"timed out after {timeout:g} s waiting for {what}\n{logs}")
+
+
+def fast_model(seed: int = 0) -> bytes:
+    rng = np.random.default_rng(seed)
+    return linear_classifier(rng.normal(size=(64, 10)), rng.normal(size=10))
+
+
+def submit(user: Any, task: Any, model: bytes) -> Submission:
+    return submission_create(user=user, task=task, upload=onnx_upload(model))
+
+
+def row(submission: Submission) -> Submission:
+    return Submission.objects.get(pk=submission.pk)
+
+
+def final(submission: Submission) -> Submission | None:
+    current = row(submission)
+    return current if current.is_final else None
+
+
+def online_workers(queue: Any) -> dict[str, heartbeat.WorkerState]:
+    return {s.name: s for s in heartbeat.read_states(queue.connection) if heartbeat.is_online(s)}
+
+
+def running_on(submission: Submission, worker: str, queue: Any) -> heartbeat.WorkerState | None:
+    """The worker's heartbeat once its horse is evaluating the submission (progress > 0)."""
+    current = row(submission)
+    state = online_workers(queue).get(worker)
+    if current.status == "running" and current.progress > 0 and state and state.horse_pid:
+        return state
+    return None
+
+
+def horse_gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def nan_classifier(classes: int = 10) -> bytes:
+    """Passes inspection, fails evaluation: sqrt of a negative score is NaN (non-finite)."""
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 8, 8])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", classes])
+    nodes = [
+        helper.make_node("Flatten", ["input"], ["flat"], axis=1),
+        helper.make_node("MatMul", ["flat", "W"], ["mm"]),
+        helper.make_node("Sqrt", ["mm"], ["output"]),
+    ]
+    weights = numpy_helper.from_array(-np.ones((64, classes), np.float32), "W")
+    return finish(helper.make_graph(nodes, "nan", [x], [y], [weights]))

@@ -9,61 +9,28 @@ from __future__ import annotations
 from io import StringIO
 from typing import Any
 
-import numpy as np
-import psutil
 import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from evaluation import heartbeat
 from evaluation.recovery import WORKER_LOST_MESSAGE
-from submissions.models import Submission
-from submissions.services import submission_create, submission_rerun
-from tests.builders import linear_classifier
-from tests.conftest import onnx_upload
-from tests.evaluation.fleet_support import slow_classifier, start_worker, wait_for
+from submissions.services import submission_rerun
+from tests.evaluation.fleet_support import (
+    fast_model,
+    final,
+    horse_gone,
+    online_workers,
+    row,
+    running_on,
+    slow_classifier,
+    start_worker,
+    submit,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 _ = start_worker  # a fixture, used by name
 SLOW_ITERATIONS = 400_000  # about 0.7 s per batch of 16 on one core of this machine; 7 batches
-
-
-def fast_model(seed: int = 0) -> bytes:
-    rng = np.random.default_rng(seed)
-    return linear_classifier(rng.normal(size=(64, 10)), rng.normal(size=10))
-
-
-def submit(user: Any, task: Any, model: bytes) -> Submission:
-    return submission_create(user=user, task=task, upload=onnx_upload(model))
-
-
-def row(submission: Submission) -> Submission:
-    return Submission.objects.get(pk=submission.pk)
-
-
-def final(submission: Submission) -> Submission | None:
-    current = row(submission)
-    return current if current.is_final else None
-
-
-def online_workers(queue: Any) -> dict[str, heartbeat.WorkerState]:
-    return {s.name: s for s in heartbeat.read_states(queue.connection) if heartbeat.is_online(s)}
-
-
-def running_on(submission: Submission, worker: str, queue: Any) -> heartbeat.WorkerState | None:
-    """The worker's heartbeat once its horse is evaluating the submission (progress > 0)."""
-    current = row(submission)
-    state = online_workers(queue).get(worker)
-    if current.status == "running" and current.progress > 0 and state and state.horse_pid:
-        return state
-    return None
-
-
-def horse_gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def test_two_workers_drain_one_queue_without_evaluating_anything_twice(
