@@ -14,8 +14,8 @@ from typing import Any
 
 import django_rq
 from django.conf import settings
-from django.db.models import Count, F, Q, Window
-from django.db.models.functions import RowNumber
+from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from redis import Redis
 
@@ -162,11 +162,24 @@ def my_queue_positions(user: Any) -> list[dict[str, Any]]:
     """Each of the user's queued submissions with its place in the queue (1 = next)."""
     if not getattr(user, "is_authenticated", False):
         return []
-    ranked = Submission.objects.filter(status=Status.QUEUED).annotate(
-        position=Window(RowNumber(), order_by=[F("created_at").asc(), F("id").asc()])
+    ahead = (
+        Submission.objects.filter(status=Status.QUEUED)
+        .filter(
+            Q(created_at__lt=OuterRef("created_at"))
+            | Q(created_at=OuterRef("created_at"), id__lt=OuterRef("id"))
+        )
+        .order_by()
+        .values("status")  # one group: a count of the rows ahead, in the same query
+        .annotate(n=Count("id"))
+        .values("n")
     )
-    mine = ranked.filter(user=user).select_related("task").order_by("position")
-    return [{"id": s.pk, "task": s.task.slug, "position": s.position} for s in mine]
+    mine = (
+        Submission.objects.filter(status=Status.QUEUED, user=user)
+        .annotate(ahead=Coalesce(Subquery(ahead), 0))
+        .select_related("task")
+        .order_by("created_at", "id")
+    )
+    return [{"id": s.pk, "task": s.task.slug, "position": s.ahead + 1} for s in mine]
 
 
 def queue_stats(*, user: Any = None, connection: Redis | None = None) -> dict[str, Any]:
