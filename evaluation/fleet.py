@@ -149,12 +149,12 @@ def worker_cards(
 
 
 def _median_wait_s(since: Any) -> float | None:
-    waits = [
-        (started - created).total_seconds()
-        for created, started in Submission.objects.filter(started_at__gte=since)
+    rows = (
+        Submission.objects.filter(started_at__gte=since)
         .values_list("created_at", "started_at")
         .iterator()
-    ]
+    )
+    waits = [(started - created).total_seconds() for created, started in rows if started]
     return round(statistics.median(waits), 1) if waits else None
 
 

@@ -28,6 +28,11 @@ NAMES_KEY = f"{PREFIX}:workers"
 FORGET_AFTER_S = 24 * 3600
 
 
+def text(value: Any) -> str:
+    """Redis answers bytes unless the client was made with decode_responses."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def worker_key(name: str) -> str:
     return f"{PREFIX}:worker:{name}"
 
@@ -65,9 +70,9 @@ class WorkerState:
     host_stats: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_hash(cls, raw: dict[bytes, bytes]) -> WorkerState | None:
+    def from_hash(cls, raw: dict[Any, Any]) -> WorkerState | None:
         try:
-            values = {k.decode(): json.loads(v) for k, v in raw.items()}
+            values = {text(k): json.loads(v) for k, v in raw.items()}
             known = {f for f in cls.__dataclass_fields__}
             return cls(**{k: v for k, v in values.items() if k in known})
         except (TypeError, ValueError):
@@ -111,7 +116,7 @@ def read_states(connection: Redis) -> list[WorkerState]:
     """Every worker seen in the last day, by name; stale ones included (the caller decides)."""
     cutoff = time.time() - FORGET_AFTER_S
     connection.zremrangebyscore(NAMES_KEY, "-inf", cutoff)
-    names = [n.decode() for n in connection.zrange(NAMES_KEY, 0, -1)]
+    names = [text(n) for n in connection.zrange(NAMES_KEY, 0, -1)]
     with connection.pipeline(transaction=False) as pipe:
         for name in names:
             pipe.hgetall(worker_key(name))

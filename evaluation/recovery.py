@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -119,7 +120,7 @@ def _waiting_job_ids(connection: Redis) -> set[str]:
         pipe.lrange(queue.key, 0, -1)
         pipe.lrange(queue.intermediate_queue_key, 0, -1)
         listed, moving = pipe.execute()
-    return {job_id.decode() for job_id in [*listed, *moving]}
+    return {heartbeat.text(job_id) for job_id in [*listed, *moving]}
 
 
 def _enqueue_orphaned_queued(connection: Redis, report: ReconcileReport) -> None:
@@ -147,7 +148,8 @@ def _recover_unclaimed_running(connection: Redis, report: ReconcileReport) -> No
     stale_s = settings.EVAL_HEARTBEAT_STALE_S
     running = Submission.objects.filter(status=Status.RUNNING)
     claims = heartbeat.live_claims(connection)
-    seen = {k.decode(): float(v) for k, v in connection.hgetall(SUSPECTS_KEY).items()}
+    raw_seen: dict[Any, Any] = connection.hgetall(SUSPECTS_KEY)  # type: ignore[assignment]
+    seen = {heartbeat.text(k): float(v) for k, v in raw_seen.items()}
     now = time.time()
     still_suspect: dict[str, float] = {}
     for submission_id, attempts in running.values_list("id", "attempts"):
