@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,7 +96,7 @@ def reconcile(*, connection: Redis | None = None, blocking: bool = True) -> Reco
         return ReconcileReport(skipped=True)
     try:
         report = ReconcileReport()
-        _enqueue_orphaned_queued(connection, report)
+        _enqueue_orphaned_queued(connection, report, keep_lock=lock.reacquire)
         _recover_unclaimed_running(connection, report)
         return report
     finally:
@@ -123,7 +124,9 @@ def _waiting_job_ids(connection: Redis) -> set[str]:
     return {heartbeat.text(job_id) for job_id in [*listed, *moving]}
 
 
-def _enqueue_orphaned_queued(connection: Redis, report: ReconcileReport) -> None:
+def _enqueue_orphaned_queued(
+    connection: Redis, report: ReconcileReport, keep_lock: Callable[[], Any]
+) -> None:
     queued = list(
         Submission.objects.filter(status=Status.QUEUED)
         .order_by("created_at", "id")
@@ -142,6 +145,8 @@ def _enqueue_orphaned_queued(connection: Redis, report: ReconcileReport) -> None
         if not _job_alive(job, waiting, submission_id in claims):
             services.submission_enqueue(submission_id=submission_id)
             report.enqueued.append(submission_id)
+            if len(report.enqueued) % 200 == 0:  # about 2 s of work: a big rebuild keeps the lock
+                keep_lock()
 
 
 def _recover_unclaimed_running(connection: Redis, report: ReconcileReport) -> None:
