@@ -44,7 +44,7 @@ def submission_id_of(job: Job) -> int | None:
     return int(job.args[0])
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent_pid: int) -> None:
     """Ask Linux to SIGKILL this work horse when the worker process dies.
 
     rq puts the horse in its own process group, so ``kill -9`` of the worker would leave it
@@ -54,7 +54,7 @@ def _die_with_parent() -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() == 1:  # the worker died before prctl took effect
+    if os.getppid() != parent_pid:  # the worker died before prctl took effect
         os._exit(1)
 
 
@@ -90,7 +90,7 @@ class EvaluationWorker(Worker):
         self.publish_heartbeat(force=True)
 
     def main_work_horse(self, job: Job, queue: Queue) -> None:
-        _die_with_parent()
+        _die_with_parent(self.fleet_state.pid)
         super().main_work_horse(job, queue)
 
     def execute_job(self, job: Job, queue: Queue) -> None:

@@ -6,6 +6,8 @@ subprocesses (heartbeat 0.5 s, stale after 3 s, recovery every 1 s) and kills th
 
 from __future__ import annotations
 
+import os
+import signal
 from io import StringIO
 from typing import Any
 
@@ -80,6 +82,23 @@ def test_a_worker_killed_mid_evaluation_has_its_submission_rerun_to_success(
     assert done.attempts == 2 and done.worker_name == "kill-b"
     assert "kill-a stopped responding" in done.log
     assert done.score is not None and done.samples_evaluated == 100
+
+
+def test_a_work_horse_killed_alone_is_retried_by_its_own_worker(
+    start_worker: Any, queue: Any, alice: Any, make_task: Any
+) -> None:
+    task = make_task(time_limit_s=120)
+    worker = start_worker("oom-a")
+    submission = submit(alice, task, slow_classifier(SLOW_ITERATIONS))
+    state = wait_for("evaluating", lambda: running_on(submission, "oom-a", queue), 90, [worker])
+
+    os.kill(state.horse_pid, signal.SIGKILL)  # what the kernel's OOM killer does
+
+    done = wait_for("the submission to finish", lambda: final(submission), 120, [worker])
+    assert done.status == "succeeded", done.error_message
+    assert done.attempts == 2 and done.worker_name == "oom-a"
+    assert "the evaluation process died; retrying" in done.log
+    assert worker.process.poll() is None  # the worker itself kept serving
 
 
 def test_a_submission_whose_worker_is_killed_twice_fails_with_a_plain_message(
