@@ -35,6 +35,7 @@ class WorkerCard:
     seconds_since_heartbeat: float
     uptime_s: float | None
     submission_id: int | None
+    job: dict[str, Any] | None  # the submission being evaluated: id, task, progress
     jobs_done: int
     jobs_failed: int
     gpu: dict[str, Any] | None
@@ -109,6 +110,18 @@ def _warnings(
     return found
 
 
+def _current_jobs(ids: list[int]) -> dict[int, dict[str, Any]]:
+    """What the busy workers are evaluating, in one query (no owner: cards are public)."""
+    if not ids:
+        return {}
+    rows = Submission.objects.filter(pk__in=ids).values("id", "task__slug", "progress", "status")
+    return {
+        r["id"]: {"id": r["id"], "task": r["task__slug"], "progress": r["progress"]}
+        for r in rows
+        if r["status"] == Status.RUNNING
+    }
+
+
 def worker_cards(
     *, task: Task | None = None, history: int = SPARKLINE_POINTS, connection: Redis | None = None
 ) -> list[WorkerCard]:
@@ -117,6 +130,7 @@ def worker_cards(
     states = heartbeat.read_states(connection)
     needs_gpu = gpu_tasks() if task is None else [task.slug] * task.requires_gpu
     samples = heartbeat.read_history(connection, [s.name for s in states], limit=history)
+    jobs = _current_jobs([s.submission_id for s in states if s.submission_id])
     now = time.time()
     cards = []
     for s in states:
@@ -131,6 +145,7 @@ def worker_cards(
                 seconds_since_heartbeat=round(age, 1),
                 uptime_s=round(now - s.started_at, 1) if online else None,
                 submission_id=s.submission_id if online else None,
+                job=jobs.get(s.submission_id) if online and s.submission_id else None,
                 jobs_done=s.jobs_done,
                 jobs_failed=s.jobs_failed,
                 gpu=s.gpu,

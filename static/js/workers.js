@@ -17,7 +17,22 @@
   function schedule(section, delay) {
     setTimeout(function () { if (!document.hidden) refresh(section); else schedule(section, delay); }, delay);
   }
+  // The queue figures on the workers page come from /api/queue/ on the same beat.
+  function refreshQueue(facts) {
+    fetch(facts.dataset.queueUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
+      .then(function (q) {
+        facts.querySelectorAll("[data-queue]").forEach(function (el) {
+          var v = q[el.dataset.queue];
+          el.textContent = v === null || v === undefined ? "–" : v;
+        });
+      })
+      .catch(function () {})
+      .then(function () { setTimeout(function () { refreshQueue(facts); }, PERIOD_MS); });
+  }
   if (window.__workerCardsStarted) return;
   window.__workerCardsStarted = true;
   document.querySelectorAll("[data-worker-cards]").forEach(function (s) { schedule(s, PERIOD_MS); });
+  var facts = document.querySelector("[data-queue-url]");
+  if (facts) setTimeout(function () { refreshQueue(facts); }, PERIOD_MS);
 })();

@@ -19,6 +19,8 @@ from rest_framework.test import APIClient
 from evaluation import heartbeat
 from evaluation.worker import EvaluationWorker
 from submissions.models import Submission
+from submissions.services import submission_create
+from tests.conftest import onnx_upload
 from tests.evaluation.fake_nvml import FakeGpu, FakeNvml, install
 from tests.evaluation.fleet_support import fast_model
 
@@ -173,9 +175,6 @@ def test_the_workers_page_and_the_task_page_show_live_worker_cards(
 def test_the_metrics_endpoint_needs_its_token_and_reports_queue_and_gpus(
     monkeypatch: Any, queue: Any, settings: Any, alice: Any, make_task: Any
 ) -> None:
-    from submissions.services import submission_create
-    from tests.conftest import onnx_upload
-
     install(monkeypatch)
     publish(queue, "gpu0-a")
     submission_create(user=alice, task=make_task(), upload=onnx_upload(fast_model()))
@@ -202,3 +201,21 @@ def test_the_metrics_endpoint_needs_its_token_and_reports_queue_and_gpus(
     assert samples["eval_gpu_memory_total_bytes", gpu] == 48 * 1024**3
     assert samples["eval_gpu_utilization_ratio", gpu] == pytest.approx(0.63)
     assert samples["eval_gpu_temperature_celsius", gpu] == 71
+
+
+def test_a_busy_workers_card_shows_the_submission_task_and_progress(
+    queue: Any, alice: Any, make_task: Any
+) -> None:
+    submission = submission_create(user=alice, task=make_task(), upload=onnx_upload(fast_model()))
+    Submission.objects.filter(pk=submission.pk).update(status="running", progress=0.4)
+    worker = EvaluationWorker([queue], connection=queue.connection, name="busy-one")
+    worker.fleet_state.state = "busy"
+    worker.fleet_state.submission_id = submission.pk
+    worker.publish_heartbeat(force=True)
+
+    card = workers_json(APIClient())["busy-one"]
+    html = Client().get("/workers/").content.decode()
+
+    assert card["job"] == {"id": submission.pk, "task": "digits", "progress": 0.4}
+    assert f"Evaluating submission #{submission.pk} (digits)" in html
+    assert '<progress max="1" value="0.4">40%</progress>' in html
