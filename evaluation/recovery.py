@@ -5,8 +5,10 @@ fleet, one at a time under a Redis lock) and by ``manage.py reconcile``. The dat
 truth; Redis is checked against it:
 
 - a ``queued`` submission whose job is missing from Redis (Redis lost, flushed, or the job ended
-  without starting it) is enqueued again. A duplicate job is harmless: only one horse can move
-  the submission from queued to running, the other finds it "not queued" and does nothing;
+  without starting it), or that never got a job (Redis was down at upload time; given a few
+  seconds, since uploads are enqueued just after their commit), is enqueued again. A duplicate
+  job is harmless: only one horse can move the submission from queued to running, the other
+  finds it "not queued" and does nothing;
 - a ``running`` submission that no online worker claims in its heartbeat, continuously for
   ``EVAL_HEARTBEAT_STALE_S``, lost its worker or work horse: it is run once more, and failed with
   a plain message (``failed_by_system``) when that happens again. The wait is measured by
@@ -37,6 +39,8 @@ Status = Submission.Status
 LOCK_KEY = f"{heartbeat.PREFIX}:recovery:lock"
 DUE_KEY = f"{heartbeat.PREFIX}:recovery:due"
 SUSPECTS_KEY = f"{heartbeat.PREFIX}:recovery:suspects"
+UNJOBBED_KEY = f"{heartbeat.PREFIX}:recovery:unjobbed"
+UNJOBBED_GRACE_S = 5.0
 MAX_ATTEMPTS = 2
 LOCK_TIMEOUT_S = 20
 WORKER_LOST_MESSAGE = (
@@ -141,12 +145,35 @@ def _enqueue_orphaned_queued(
     waiting = _waiting_job_ids(connection)
     jobs = Job.fetch_many([job_id or "-" for _, job_id in queued], connection=connection)
     claims = heartbeat.live_claims(connection)
-    for (submission_id, _), job in zip(queued, jobs, strict=True):
+    unjobbed = _unjobbed_long_enough(connection, [i for i, job_id in queued if not job_id])
+    for (submission_id, job_id), job in zip(queued, jobs, strict=True):
+        if not job_id and submission_id not in unjobbed:
+            continue  # probably between its commit and its enqueue: look again next time
         if not _job_alive(job, waiting, submission_id in claims):
             services.submission_enqueue(submission_id=submission_id)
             report.enqueued.append(submission_id)
             if len(report.enqueued) % 200 == 0:  # about 2 s of work: a big rebuild keeps the lock
                 keep_lock()
+
+
+def _unjobbed_long_enough(connection: Redis, ids: list[int]) -> set[int]:
+    """Queued submissions seen without any job id for UNJOBBED_GRACE_S, over several runs.
+
+    A new upload or a re-run is committed first and enqueued just after (on commit), so an
+    empty job id is normal for a moment; it only means "never enqueued" (Redis was down at
+    upload time) when it lasts.
+    """
+    raw: dict[Any, Any] = connection.hgetall(UNJOBBED_KEY)  # type: ignore[assignment]
+    seen = {int(heartbeat.text(k)): float(v) for k, v in raw.items()}
+    now = time.time()
+    first_seen = {i: seen.get(i, now) for i in ids}
+    with connection.pipeline() as pipe:
+        pipe.delete(UNJOBBED_KEY)
+        if first_seen:
+            pipe.hset(UNJOBBED_KEY, mapping=first_seen)  # type: ignore[arg-type]
+            pipe.expire(UNJOBBED_KEY, 3600)
+        pipe.execute()
+    return {i for i, t in first_seen.items() if now - t >= UNJOBBED_GRACE_S}
 
 
 def _recover_unclaimed_running(connection: Redis, report: ReconcileReport) -> None:

@@ -183,3 +183,18 @@ def test_a_recovery_already_running_elsewhere_is_not_run_twice(queue: Any) -> No
 
     assert reconcile(blocking=False).skipped
     lock.release()
+
+
+def test_a_queued_submission_never_enqueued_gets_a_job_after_a_grace_period(
+    queue: Any, alice: Any, task: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(recovery, "UNJOBBED_GRACE_S", 0.5)
+    submission = submitted(alice, task, job_id="")  # as if Redis was down at upload time
+    queue.empty()
+
+    assert reconcile().enqueued == []  # it may be between its commit and its enqueue
+    time.sleep(0.6)
+    assert reconcile().enqueued == [submission.pk]
+
+    assert queue.count == 1
+    assert Submission.objects.get(pk=submission.pk).job_id == queue.job_ids[0]
