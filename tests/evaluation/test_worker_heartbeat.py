@@ -5,6 +5,7 @@ A real EvaluationWorker object on the real test Redis; NVML is faked at ``gpu._n
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -138,3 +139,34 @@ def test_real_jobs_are_counted_in_the_heartbeat_and_a_burst_worker_ends_stopped(
     state = state_of(queue, worker.name)
     assert (state.jobs_done, state.jobs_failed) == (1, 1)
     assert state.state == "stopped"  # burst mode: the worker registered its death when done
+
+
+@pytest.mark.django_db(transaction=True)
+def test_only_the_work_horse_creates_onnxruntime_sessions_never_the_worker_process(
+    run_worker: Any,
+    make_task: Any,
+    alice: Any,
+    queue: Any,
+    monkeypatch: Any,
+    tmp_path: Any,
+    settings: Any,
+) -> None:
+    """A CUDA session created before a fork is undefined behaviour in the horse."""
+    settings.EVAL_DEVICE = "cpu"  # this machine has no CUDA; the rule is the same
+    record = tmp_path / "session-pids"
+    original = ort.InferenceSession
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        with record.open("a") as out:
+            out.write(f"{os.getpid()}\n")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ort, "InferenceSession", recording)
+    install(monkeypatch)  # a GPU in the heartbeats, so the parent reads NVML throughout
+    submission_create(user=alice, task=make_task(), upload=onnx_upload(fast_model()))
+
+    worker = run_worker()
+
+    pids = {int(line) for line in record.read_text().split()}
+    assert pids and os.getpid() not in pids  # sessions were made, all in work horses
+    assert state_of(queue, worker.name).jobs_done == 1
