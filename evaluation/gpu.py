@@ -1,18 +1,38 @@
-"""GPU facts from NVML (nvidia-ml-py), for worker configuration and stats.
+"""GPU facts from NVML (nvidia-ml-py), and CPU/RAM facts for hosts without a GPU.
 
 NVML is the one GPU boundary the tests fake: every call goes through ``_nvml()``, which returns
-the ``pynvml`` module or None when there is no usable NVIDIA driver. Any NVML error becomes "no
-GPU" or a logged warning, never an exception for the caller. NVML does not initialise CUDA, so
-the parent worker process may call it safely before forking work horses.
+the initialised ``pynvml`` module (or raises when NVML cannot start). Every NVML error becomes
+"no GPU" plus a readable reason, or a missing field, never an exception for the caller: a
+library that is not installed, a driver that is not loaded, a query the GPU does not support, a
+GPU that fell off the bus. NVML does not initialise CUDA, so the parent worker process may call
+it safely before forking work horses.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+import os
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import psutil
+
 log = logging.getLogger(__name__)
+
+# NVML return codes (nvml.h); pynvml raises NVMLError subclasses carrying them in ``.value``.
+NVML_ERROR_UNINITIALIZED = 1
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_GPU_IS_LOST = 15
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int
+    used_memory: int | None  # None where the driver cannot tell (NVML_VALUE_NOT_AVAILABLE)
 
 
 @dataclass(frozen=True)
@@ -27,27 +47,85 @@ class GpuInfo:
     temperature_c: int | None
     power_w: float | None
     power_limit_w: float | None
+    processes: tuple[GpuProcess, ...] = field(default=())
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _nvml() -> Any | None:
-    try:
-        import pynvml
+@dataclass(frozen=True)
+class GpuReading:
+    """One look at a GPU: ``gpu`` is None when there is none to read, and ``problem`` says why.
 
-        pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ImportError, ...
-        log.debug("NVML unavailable: %s", exc)
-        return None
+    ``problem`` is empty on a healthy read and on a host that simply has no NVIDIA driver; it is
+    set when something an operator should look at went wrong (driver not loaded, GPU lost, ...).
+    """
+
+    gpu: GpuInfo | None
+    problem: str = ""
+    no_gpu_reason: str = ""
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    cpu_count: int
+    cpu_percent: float
+    load_1m: float | None
+    memory_total: int
+    memory_used: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _nvml() -> Any:
+    """The initialised pynvml module. Raises ImportError or pynvml.NVMLError when unusable."""
+    import pynvml
+
+    pynvml.nvmlInit()
     return pynvml
 
 
+def _code(exc: BaseException) -> int | None:
+    value = getattr(exc, "value", None)
+    return value if isinstance(value, int) else None
+
+
+def _why_no_nvml(exc: BaseException) -> tuple[str, str]:
+    """(problem, no_gpu_reason) for an error that stopped NVML from starting."""
+    code = _code(exc)
+    if isinstance(exc, ImportError):
+        return "", "nvidia-ml-py is not installed"
+    if code == NVML_ERROR_LIBRARY_NOT_FOUND:
+        return "", "no NVIDIA driver on this host (libnvidia-ml not found)"
+    if code == NVML_ERROR_DRIVER_NOT_LOADED:
+        return "NVIDIA driver is installed but not loaded", "NVIDIA driver not loaded"
+    if code == NVML_ERROR_NO_PERMISSION:
+        return "no permission to talk to the NVIDIA driver", "no permission for NVML"
+    return f"NVML could not start: {exc}", "NVML unavailable"
+
+
+def _why_unreadable(exc: BaseException, wanted: str) -> str:
+    code = _code(exc)
+    if code == NVML_ERROR_GPU_IS_LOST:
+        return f"GPU {wanted} is lost (fell off the bus); the host needs a reset"
+    if code == NVML_ERROR_NOT_FOUND:
+        return f"GPU {wanted} not found on this host"
+    if code == NVML_ERROR_NO_PERMISSION:
+        return f"no permission to read GPU {wanted}"
+    return f"NVML could not read GPU {wanted}: {exc}"
+
+
 def _optional(fn: Any, *args: Any) -> Any:
-    """One NVML query that a GPU may not support; None instead of an error."""
+    """One NVML query that a GPU may not support: None instead of an error.
+
+    A lost GPU is not a missing feature, so that error still propagates.
+    """
     try:
         return fn(*args)
     except Exception as exc:
+        if _code(exc) == NVML_ERROR_GPU_IS_LOST:
+            raise
         log.debug("NVML query %s failed: %s", getattr(fn, "__name__", fn), exc)
         return None
 
@@ -62,33 +140,83 @@ def _handle(nvml: Any, index: int | None, uuid: str | None) -> Any:
     return nvml.nvmlDeviceGetHandleByIndex(index or 0)
 
 
-def gpu_info(index: int | None = 0, uuid: str | None = None) -> GpuInfo | None:
-    """Stats for one GPU, found by UUID when given (stable across reboots), else by index."""
-    nvml = _nvml()
-    if nvml is None:
-        return None
-    try:
-        handle = _handle(nvml, index, uuid)
-        memory = nvml.nvmlDeviceGetMemoryInfo(handle)
-        rates = _optional(nvml.nvmlDeviceGetUtilizationRates, handle)
-        power = _optional(nvml.nvmlDeviceGetPowerUsage, handle)
-        limit = _optional(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
-        return GpuInfo(
-            index=int(_optional(nvml.nvmlDeviceGetIndex, handle) or index or 0),
-            uuid=_as_str(nvml.nvmlDeviceGetUUID(handle)),
-            name=_as_str(nvml.nvmlDeviceGetName(handle)),
-            memory_total=int(memory.total),
-            memory_used=int(memory.used),
-            utilization_gpu=rates.gpu if rates is not None else None,
-            utilization_memory=rates.memory if rates is not None else None,
-            temperature_c=_optional(
-                nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU
-            ),
-            power_w=power / 1000.0 if power is not None else None,
-            power_limit_w=limit / 1000.0 if limit is not None else None,
+def _processes(nvml: Any, handle: Any) -> tuple[GpuProcess, ...]:
+    found = _optional(nvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
+    return tuple(
+        GpuProcess(
+            pid=int(p.pid),
+            used_memory=int(p.usedGpuMemory) if p.usedGpuMemory is not None else None,
         )
+        for p in found
+    )
+
+
+def _read(nvml: Any, index: int | None, uuid: str | None) -> GpuInfo:
+    handle = _handle(nvml, index, uuid)
+    memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+    rates = _optional(nvml.nvmlDeviceGetUtilizationRates, handle)
+    power = _optional(nvml.nvmlDeviceGetPowerUsage, handle)  # milliwatts
+    limit = _optional(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
+    found_index = _optional(nvml.nvmlDeviceGetIndex, handle)
+    return GpuInfo(
+        index=int(found_index if found_index is not None else index or 0),
+        uuid=_as_str(nvml.nvmlDeviceGetUUID(handle)),
+        name=_as_str(nvml.nvmlDeviceGetName(handle)),
+        memory_total=int(memory.total),
+        memory_used=int(memory.used),
+        utilization_gpu=rates.gpu if rates is not None else None,
+        utilization_memory=rates.memory if rates is not None else None,
+        temperature_c=_optional(nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU),
+        power_w=power / 1000.0 if power is not None else None,
+        power_limit_w=limit / 1000.0 if limit is not None else None,
+        processes=_processes(nvml, handle),
+    )
+
+
+def gpu_reading(index: int | None = 0, uuid: str | None = None) -> GpuReading:
+    """Stats for one GPU, found by UUID when given (stable across reboots), else by index."""
+    try:
+        nvml = _nvml()
+    except Exception as exc:  # ImportError, NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        problem, reason = _why_no_nvml(exc)
+        log.log(logging.WARNING if problem else logging.DEBUG, "no GPU: %s", problem or reason)
+        return GpuReading(gpu=None, problem=problem, no_gpu_reason=reason)
+    if nvml is None:  # a fake NVML standing for "no driver"
+        return GpuReading(gpu=None, no_gpu_reason="NVML unavailable")
+    wanted = uuid or f"#{index or 0}"
+    try:
+        return GpuReading(gpu=_read(nvml, index, uuid))
     except Exception as exc:  # GPU lost, bad UUID, driver went away mid-call
-        log.warning("NVML could not read GPU %s: %s", uuid or index, exc)
-        return None
+        problem = _why_unreadable(exc, wanted)
+        log.warning("%s", problem)
+        return GpuReading(gpu=None, problem=problem, no_gpu_reason=problem)
     finally:
-        _optional(nvml.nvmlShutdown)
+        try:
+            nvml.nvmlShutdown()
+        except Exception as exc:
+            log.debug("nvmlShutdown failed: %s", exc)
+
+
+def gpu_info(index: int | None = 0, uuid: str | None = None) -> GpuInfo | None:
+    """The GPU's stats, or None when there is no GPU to read (the reason is logged)."""
+    return gpu_reading(index, uuid).gpu
+
+
+def host_info() -> HostInfo:
+    """CPU and RAM of this host, for workers without a GPU (and shown beside a GPU's stats).
+
+    ``cpu_percent`` is measured since the previous call in this process, so the first call of a
+    process reads 0.0; heartbeats call it every few seconds.
+    """
+    memory = psutil.virtual_memory()
+    try:
+        load: float | None = os.getloadavg()[0]
+    except OSError:  # not available on this platform
+        load = None
+    return HostInfo(
+        cpu_count=psutil.cpu_count() or 1,
+        cpu_percent=float(psutil.cpu_percent(interval=None)),
+        load_1m=load,
+        memory_total=int(memory.total),
+        memory_used=int(memory.total - memory.available),
+    )

@@ -300,3 +300,18 @@ if env_bool("STATICFILES_MANIFEST", False) or STATIC_ROOT.is_dir():
 # (the web image) turns this on; tests and the demo keep Django's plain storage.
 if env_bool("STATICFILES_MANIFEST", False):
     STORAGES["staticfiles"] = {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}
+# --- issue 4: GPU worker fleet (heartbeats, recovery, ops metrics) ---
+# Which GPU NVML reads for this worker's stats; the UUID wins over EVAL_GPU_INDEX (NVML ignores
+# CUDA_VISIBLE_DEVICES, so a UUID is the only name that means the same GPU to CUDA and NVML).
+EVAL_GPU_UUID = env_str("EVAL_GPU_UUID") or ""
+# Workers publish their state every EVAL_HEARTBEAT_INTERVAL_S; one silent for
+# EVAL_HEARTBEAT_STALE_S is shown offline and its running submission is recovered.
+EVAL_HEARTBEAT_INTERVAL_S = env_float("EVAL_HEARTBEAT_INTERVAL_S", 5.0, low=0.2, high=60.0)
+EVAL_HEARTBEAT_STALE_S = env_float("EVAL_HEARTBEAT_STALE_S", 30.0, low=1.0, high=3600.0)
+EVAL_HEARTBEAT_HISTORY_S = env_int("EVAL_HEARTBEAT_HISTORY_S", 3600, minimum=60)
+# How often some worker runs evaluation/recovery.py (under a Redis lock, one at a time).
+EVAL_RECOVERY_INTERVAL_S = env_float("EVAL_RECOVERY_INTERVAL_S", 30.0, low=0.5, high=3600.0)
+EVAL_TEMPERATURE_WARN_C = env_int("EVAL_TEMPERATURE_WARN_C", 85, minimum=0)
+EVAL_MEMORY_WARN_FRACTION = env_float("EVAL_MEMORY_WARN_FRACTION", 0.95, low=0.1, high=1.0)
+# Bearer token for GET /metrics (Prometheus); the endpoint answers 404 while it is unset.
+EVAL_METRICS_TOKEN = env_str("EVAL_METRICS_TOKEN") or ""

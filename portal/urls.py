@@ -12,6 +12,7 @@ urlpatterns = [
     # The split view serves Swagger UI's script as a file, so the page needs no inline script.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/", include("portal.accounts.api_urls")),
+    path("", include("evaluation.urls")),  # workers page, /api/workers/, /api/queue/, /metrics
     path("api/", include("submissions.api_urls")),
     path("", include("submissions.urls")),
 ]

@@ -1,0 +1,111 @@
+"""A fake pynvml module: the ONLY faked part of the fleet tests, because this machine has no GPU.
+
+It stands in at the ``evaluation.gpu._nvml()`` boundary and raises pynvml's real exception
+classes (``pynvml.NVMLError(code)`` builds the matching ``NVMLError_*`` subclass), so the code
+under test classifies exactly what a real driver would raise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pynvml
+
+GIB = 1024**3
+
+
+@dataclass
+class FakeGpu:
+    index: int = 0
+    uuid: str = "GPU-5d5e2b8c-0000-4000-8000-a40a40a40a40"
+    name: str = "NVIDIA A40"
+    memory_total: int = 48 * GIB
+    memory_used: int = 12 * GIB
+    utilization_gpu: int = 63
+    utilization_memory: int = 41
+    temperature_c: int = 71
+    power_mw: int = 182_000
+    power_limit_mw: int = 300_000
+    processes: list[tuple[int, int | None]] = field(default_factory=lambda: [(4242, 6 * GIB)])
+    # NVML function name → return code to raise instead of answering
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+class FakeNvml:
+    """Enough of pynvml for evaluation.gpu; counts init/shutdown to check they pair up."""
+
+    NVML_TEMPERATURE_GPU = pynvml.NVML_TEMPERATURE_GPU
+    NVMLError = pynvml.NVMLError
+
+    def __init__(self, *gpus: FakeGpu) -> None:
+        self.gpus = list(gpus) or [FakeGpu()]
+        self.shutdowns = 0
+
+    def _answer(self, gpu: FakeGpu, fn: str, value: Any) -> Any:
+        if fn in gpu.errors:
+            raise pynvml.NVMLError(gpu.errors[fn])
+        return value
+
+    def nvmlShutdown(self) -> None:
+        self.shutdowns += 1
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeGpu:
+        for gpu in self.gpus:
+            if gpu.index == index:
+                return gpu
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> FakeGpu:
+        for gpu in self.gpus:
+            if gpu.uuid == uuid:
+                return gpu
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+
+    def nvmlDeviceGetMemoryInfo(self, gpu: FakeGpu) -> Any:
+        info = SimpleNamespace(total=gpu.memory_total, used=gpu.memory_used)
+        return self._answer(gpu, "nvmlDeviceGetMemoryInfo", info)
+
+    def nvmlDeviceGetUtilizationRates(self, gpu: FakeGpu) -> Any:
+        rates = SimpleNamespace(gpu=gpu.utilization_gpu, memory=gpu.utilization_memory)
+        return self._answer(gpu, "nvmlDeviceGetUtilizationRates", rates)
+
+    def nvmlDeviceGetPowerUsage(self, gpu: FakeGpu) -> int:
+        return self._answer(gpu, "nvmlDeviceGetPowerUsage", gpu.power_mw)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, gpu: FakeGpu) -> int:
+        return self._answer(gpu, "nvmlDeviceGetEnforcedPowerLimit", gpu.power_limit_mw)
+
+    def nvmlDeviceGetIndex(self, gpu: FakeGpu) -> int:
+        return self._answer(gpu, "nvmlDeviceGetIndex", gpu.index)
+
+    def nvmlDeviceGetUUID(self, gpu: FakeGpu) -> str:
+        return self._answer(gpu, "nvmlDeviceGetUUID", gpu.uuid)
+
+    def nvmlDeviceGetName(self, gpu: FakeGpu) -> bytes:
+        return self._answer(gpu, "nvmlDeviceGetName", gpu.name.encode())  # older pynvml: bytes
+
+    def nvmlDeviceGetTemperature(self, gpu: FakeGpu, sensor: int) -> int:
+        assert sensor == pynvml.NVML_TEMPERATURE_GPU
+        return self._answer(gpu, "nvmlDeviceGetTemperature", gpu.temperature_c)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, gpu: FakeGpu) -> list[Any]:
+        found = [SimpleNamespace(pid=p, usedGpuMemory=m) for p, m in gpu.processes]
+        return self._answer(gpu, "nvmlDeviceGetComputeRunningProcesses", found)
+
+
+def install(monkeypatch: Any, nvml: FakeNvml | None = None) -> FakeNvml:
+    """Make evaluation.gpu see ``nvml`` (a fresh A40 by default) instead of the real driver."""
+    fake = nvml or FakeNvml()
+    monkeypatch.setattr("evaluation.gpu._nvml", lambda: fake)
+    return fake
+
+
+def install_failure(monkeypatch: Any, code: int) -> None:
+    """Make NVML fail to start with ``code``, as nvmlInit does on a broken host."""
+
+    def failing() -> Any:
+        raise pynvml.NVMLError(code)
+
+    monkeypatch.setattr("evaluation.gpu._nvml", failing)

@@ -1,0 +1,172 @@
+"""The worker's heartbeat: what it publishes, the kept history, stale and stopped workers.
+
+A real EvaluationWorker object on the real test Redis; NVML is faked at ``gpu._nvml()`` only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import onnxruntime as ort
+import pytest
+
+from evaluation import heartbeat
+from evaluation.worker import EvaluationWorker
+from submissions.services import submission_create
+from tests.conftest import onnx_upload
+from tests.evaluation.fake_nvml import GIB, install
+from tests.evaluation.fleet_support import fast_model, nan_classifier
+
+CUDA_BUILT = "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+@pytest.fixture
+def worker(queue: Any, db: Any) -> EvaluationWorker:
+    return EvaluationWorker([queue], connection=queue.connection, name="hb-worker")
+
+
+def state_of(queue: Any, name: str = "hb-worker") -> heartbeat.WorkerState:
+    (state,) = [s for s in heartbeat.read_states(queue.connection) if s.name == name]
+    return state
+
+
+def test_a_heartbeat_carries_state_gpu_stats_and_this_workers_memory_share(
+    monkeypatch: Any, settings: Any, worker: EvaluationWorker, queue: Any
+) -> None:
+    install(monkeypatch)
+    settings.EVAL_GPU_MEMORY_FRACTION = 0.143  # one of seven workers sharing a 48 GB A40
+
+    worker.publish_heartbeat(force=True)
+
+    state = state_of(queue)
+    assert state.state == "idle" and state.submission_id is None
+    assert state.gpu["name"] == "NVIDIA A40" and state.gpu["memory_used"] == 12 * GIB
+    assert state.gpu["processes"] == [{"pid": 4242, "used_memory": 6 * GIB}]
+    assert state.host_stats["memory_total"] > 0
+    assert heartbeat.is_online(state)
+    if CUDA_BUILT:  # onnxruntime-gpu: the fake GPU makes this a CUDA worker
+        assert state.device == "cuda"
+        assert state.memory_share == int(48 * GIB * 0.143)
+    else:
+        assert state.device == "cpu" and state.memory_share is None
+
+
+def test_without_a_gpu_the_heartbeat_reports_cpu_and_ram_and_why(
+    worker: EvaluationWorker, queue: Any
+) -> None:
+    worker.publish_heartbeat(force=True)  # the real NVML: no driver on this machine
+
+    state = state_of(queue)
+    assert state.gpu is None and state.device == "cpu"
+    assert "no NVIDIA driver" in state.no_gpu_reason
+    assert state.host_stats["cpu_count"] >= 1 and state.host_stats["memory_used"] > 0
+
+
+def test_the_history_is_capped_to_the_configured_window(
+    monkeypatch: Any, settings: Any, worker: EvaluationWorker, queue: Any
+) -> None:
+    install(monkeypatch)
+    settings.EVAL_HEARTBEAT_INTERVAL_S = 5.0
+    settings.EVAL_HEARTBEAT_HISTORY_S = 60  # 12 samples + 10 spare
+    for _ in range(30):
+        worker._last_publish = 0.0  # as if an interval had passed
+        worker.publish_heartbeat()
+
+    history = heartbeat.read_history(queue.connection, ["hb-worker"], limit=1000)["hb-worker"]
+    assert len(history) == 22 == heartbeat.history_length()
+    assert history[-1]["util"] == 63 and history[-1]["temp"] == 71
+    assert [s["t"] for s in history] == sorted(s["t"] for s in history)  # oldest first
+
+
+def test_the_default_history_covers_at_least_an_hour(settings: Any) -> None:
+    assert heartbeat.history_length() * settings.EVAL_HEARTBEAT_INTERVAL_S >= 3600
+
+
+def test_heartbeats_are_throttled_to_the_interval_unless_forced(
+    worker: EvaluationWorker, queue: Any
+) -> None:
+    worker.publish_heartbeat(force=True)
+    worker.publish_heartbeat()
+    worker.publish_heartbeat()
+
+    assert queue.connection.llen(heartbeat.history_key("hb-worker")) == 1
+
+
+def test_a_worker_whose_heartbeat_is_stale_is_offline(
+    settings: Any, worker: EvaluationWorker, queue: Any
+) -> None:
+    worker.publish_heartbeat(force=True)
+    key = heartbeat.worker_key("hb-worker")
+    queue.connection.hset(key, "last_heartbeat", time.time() - settings.EVAL_HEARTBEAT_STALE_S - 1)
+
+    assert not heartbeat.is_online(state_of(queue))
+
+
+def test_a_cleanly_stopped_worker_is_offline_at_once(worker: EvaluationWorker, queue: Any) -> None:
+    worker.register_birth()
+    worker.publish_heartbeat(force=True)
+
+    worker.register_death()
+
+    state = state_of(queue)
+    assert state.state == "stopped" and not heartbeat.is_online(state)
+
+
+def test_a_broken_nvml_never_stops_the_heartbeat(
+    monkeypatch: Any, worker: EvaluationWorker, queue: Any
+) -> None:
+    fake = install(monkeypatch)
+    monkeypatch.setattr(fake, "nvmlDeviceGetMemoryInfo", lambda gpu: 1 / 0)
+
+    worker.publish_heartbeat(force=True)
+
+    state = state_of(queue)
+    assert state.gpu is None and "could not read GPU" in state.gpu_problem
+
+
+@pytest.mark.django_db(transaction=True)
+def test_real_jobs_are_counted_in_the_heartbeat_and_a_burst_worker_ends_stopped(
+    run_worker: Any, make_task: Any, alice: Any, queue: Any
+) -> None:
+    task = make_task()
+    submission_create(user=alice, task=task, upload=onnx_upload(fast_model()))
+    submission_create(user=alice, task=task, upload=onnx_upload(nan_classifier()))
+
+    worker = run_worker()
+
+    state = state_of(queue, worker.name)
+    assert (state.jobs_done, state.jobs_failed) == (1, 1)
+    assert state.state == "stopped"  # burst mode: the worker registered its death when done
+
+
+@pytest.mark.django_db(transaction=True)
+def test_only_the_work_horse_creates_onnxruntime_sessions_never_the_worker_process(
+    run_worker: Any,
+    make_task: Any,
+    alice: Any,
+    queue: Any,
+    monkeypatch: Any,
+    tmp_path: Any,
+    settings: Any,
+) -> None:
+    """A CUDA session created before a fork is undefined behaviour in the horse."""
+    settings.EVAL_DEVICE = "cpu"  # this machine has no CUDA; the rule is the same
+    record = tmp_path / "session-pids"
+    original = ort.InferenceSession
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        with record.open("a") as out:
+            out.write(f"{os.getpid()}\n")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ort, "InferenceSession", recording)
+    install(monkeypatch)  # a GPU in the heartbeats, so the parent reads NVML throughout
+    submission_create(user=alice, task=make_task(), upload=onnx_upload(fast_model()))
+
+    worker = run_worker()
+
+    pids = {int(line) for line in record.read_text().split()}
+    assert pids and os.getpid() not in pids  # sessions were made, all in work horses
+    assert state_of(queue, worker.name).jobs_done == 1
