@@ -7,6 +7,7 @@ Redis database, with short heartbeat and recovery intervals so the tests finish 
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -189,8 +190,13 @@ def wait_for(
     pytest.fail(f"timed out after {timeout:g} s waiting for {what}\n{logs}")
 
 
-def fast_model(seed: int = 0) -> bytes:
-    rng = np.random.default_rng(seed)
+_model_seeds = itertools.count(1_000)
+
+
+def fast_model(seed: int | None = None) -> bytes:
+    """A small linear classifier; a fresh one per call unless seeded, because the same file
+    twice for the same task is refused as a duplicate."""
+    rng = np.random.default_rng(next(_model_seeds) if seed is None else seed)
     return linear_classifier(rng.normal(size=(64, 10)), rng.normal(size=10))
 
 
