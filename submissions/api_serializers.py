@@ -109,7 +109,7 @@ class LeaderboardRowSerializer(serializers.Serializer):
     rank = serializers.IntegerField()
     user = serializers.CharField(source="submission.user.username")
     submission_id = serializers.IntegerField(source="submission.id")
-    score = serializers.FloatField(source="submission.score")
+    score = serializers.FloatField()  # the public or private score, by the board asked for
     metrics = serializers.DictField(source="submission.metrics")
     latency_p50_ms = serializers.FloatField(source="submission.latency_p50_ms")
     throughput = serializers.FloatField(source="submission.throughput")
@@ -118,3 +118,10 @@ class LeaderboardRowSerializer(serializers.Serializer):
     is_baseline = serializers.BooleanField(source="submission.is_baseline")
     entries = serializers.IntegerField()
     submitted_at = serializers.DateTimeField(source="submission.created_at")
+    last_submitted_at = serializers.DateTimeField()
+
+
+class LeaderboardApiQuerySerializer(serializers.Serializer):
+    board = serializers.ChoiceField(choices=["public", "private"], default="public")
+    page = serializers.IntegerField(min_value=1, default=1)
+    page_size = serializers.IntegerField(min_value=1, max_value=500, default=100)
