@@ -42,7 +42,7 @@ def _scale(value: float, low: float, high: float, start: float, end: float) -> f
 
 def _y_ticks(low: float, high: float, top: float, bottom: float) -> list[tuple[float, str]]:
     values = [low] if high == low else [low, (low + high) / 2, high]
-    return [(round(_scale(v, low, high, bottom, top), 1), f"{v:.4g}") for v in values]
+    return [(round(_scale(v, low, high, bottom, top), 1), f"{v:.3g}") for v in values]
 
 
 def step_chart(
