@@ -23,6 +23,11 @@ from submissions.admin_services import (
     task_leaderboard_set,
 )
 from submissions.admin_workers import worker_rows
+from submissions.leaderboard import (
+    leaderboard_rebuild,
+    leaderboard_submissions_changed,
+    leaderboard_user_refresh,
+)
 from submissions.models import Submission, Task
 from submissions.services import submission_cancel, submission_rerun
 
@@ -99,6 +104,12 @@ class TaskAdmin(admin.ModelAdmin):
             {"fields": ["leaderboard", "leaderboard_frozen_at", "private_revealed"]},
         ),
     ]
+
+    def save_model(self, request: HttpRequest, obj: Task, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if change and {"metric", "leaderboard_frozen_at"} & set(form.changed_data):
+            leaderboard_rebuild(task_id=obj.pk)  # ranking direction or cut-off time moved
+
     actions = [
         "reveal_private",
         "conceal_private",
@@ -197,6 +208,21 @@ class SubmissionAdmin(admin.ModelAdmin):
         "mark_baseline",
         "unmark_baseline",
     ]
+
+    def save_model(self, request: HttpRequest, obj: Submission, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        leaderboard_submissions_changed(submission_ids=[obj.pk])
+
+    def delete_model(self, request: HttpRequest, obj: Submission) -> None:
+        task_id, user_id = obj.task_id, obj.user_id
+        super().delete_model(request, obj)
+        leaderboard_user_refresh(task_id=task_id, user_id=user_id)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Submission]) -> None:
+        owners = set(queryset.values_list("task_id", "user_id"))
+        super().delete_queryset(request, queryset)
+        for task_id, user_id in owners:
+            leaderboard_user_refresh(task_id=task_id, user_id=user_id)
 
     @admin.action(description="Re-run selected submissions")
     def rerun(self, request: HttpRequest, queryset: QuerySet[Submission]) -> None:

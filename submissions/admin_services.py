@@ -9,6 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from submissions.leaderboard import leaderboard_rebuild, leaderboard_submissions_changed
 from submissions.models import Submission, Task
 
 SUBMISSION_FLAGS = ("hidden", "disqualified", "is_baseline")
@@ -26,6 +27,8 @@ def submission_flag_set(*, submission_ids: Iterable[int], flag: str, value: bool
             .values_list("pk", flat=True)
         )
         Submission.objects.filter(pk__in=to_change).update(**{flag: value})
+        if flag != "is_baseline":  # a baseline is only a label; hiding moves the board
+            leaderboard_submissions_changed(submission_ids=to_change)
     return to_change
 
 
@@ -41,6 +44,9 @@ def task_leaderboard_set(*, task_ids: Iterable[int], **fields: Any) -> list[int]
             t.pk for t in tasks if any(getattr(t, name) != value for name, value in fields.items())
         ]
         Task.objects.filter(pk__in=changed).update(**fields)
+        if "leaderboard_frozen_at" in fields:  # the boards now stop at another time
+            for task_id in changed:
+                leaderboard_rebuild(task_id=task_id)
     return changed
 
 
@@ -53,4 +59,6 @@ def task_leaderboard_freeze(*, task_ids: Iterable[int]) -> list[int]:
             .values_list("pk", flat=True)
         )
         Task.objects.filter(pk__in=ids).update(leaderboard_frozen_at=timezone.now())
+        for task_id in ids:
+            leaderboard_rebuild(task_id=task_id)
     return ids

@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import Count, F, Max, Min, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
+from submissions.leaderboard_models import LeaderboardEntry, LeaderboardRecord
 from submissions.models import Submission, Task
 
 
@@ -23,10 +24,21 @@ def task_get_visible(*, slug: str, user: Any) -> Task:
 
 BOARD_PUBLIC = "public"
 BOARD_PRIVATE = "private"
+BOARDS = (BOARD_PUBLIC, BOARD_PRIVATE)
 LEADERBOARD_PAGE_SIZE = 50
 
-# Sort keys a visitor may pick on the page: column name -> key on a _BoardEntry.
-SORT_COLUMNS = ("rank", "user", "score", "latency", "throughput", "device", "entries", "last")
+# Columns a visitor may sort the board by -> the LeaderboardEntry field behind each.
+SORT_FIELDS = {
+    "rank": "rank_key",
+    "user": "user__username",
+    "score": "score",
+    "latency": "latency_p50_ms",
+    "throughput": "throughput",
+    "device": "device_name",
+    "entries": "entries",
+    "last": "last_submitted_at",
+}
+SORT_COLUMNS = tuple(SORT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -36,22 +48,6 @@ class LeaderboardRow:
     score: float
     entries: int
     last_submitted_at: datetime
-
-
-@dataclass(frozen=True)
-class _BoardEntry:
-    """One ranked user, as few columns as the page needs to sort and paginate."""
-
-    rank: int
-    submission_id: int
-    user_id: int
-    username: str
-    score: float
-    latency: float | None
-    throughput: float | None
-    device: str
-    entries: int
-    last: datetime
 
 
 @dataclass(frozen=True)
@@ -67,7 +63,15 @@ class LeaderboardPage:
     frozen_at: datetime | None
 
 
-def _score_field(board: str) -> str:
+@dataclass(frozen=True)
+class ScoreRecord:
+    at: datetime
+    score: float
+    username: str
+    submission_id: int
+
+
+def score_field(board: str) -> str:
     return "score_private" if board == BOARD_PRIVATE else "score"
 
 
@@ -83,6 +87,9 @@ def leaderboard_boards(*, task: Task, user: Any) -> list[str]:
     return [BOARD_PUBLIC]
 
 
+# --- Computed from Submission: the definition of the board, used to (re)build the read models.
+
+
 def _eligible(task: Task, board: str) -> QuerySet[Submission]:
     """Scored, visible submissions of the task; on a frozen board only those made before it."""
     eligible = Submission.objects.on_leaderboard().filter(task=task)
@@ -93,68 +100,82 @@ def _eligible(task: Task, board: str) -> QuerySet[Submission]:
     return eligible
 
 
-def _ranked_entries(task: Task, board: str) -> QuerySet[Submission]:
+def best_rows_computed(
+    *, task: Task, board: str = BOARD_PUBLIC, user_ids: list[int] | None = None
+) -> list[Submission]:
+    """The best eligible submission per user, best first, annotated with ``entries`` and
+    ``last_submitted_at``. Ties go to the earlier submission. One query: a window numbers each
+    user's submissions best-first and only the first of each is kept."""
     by_user = [F("user_id")]
-    return _eligible(task, board).annotate(
-        user_rank=Window(
-            RowNumber(), partition_by=by_user, order_by=_best_first(task, _score_field(board))
-        ),
+    eligible = _eligible(task, board)
+    if user_ids is not None:
+        eligible = eligible.filter(user_id__in=user_ids)
+    best_first = _best_first(task, score_field(board))
+    ranked = eligible.annotate(
+        user_rank=Window(RowNumber(), partition_by=by_user, order_by=best_first),
         entries=Window(Count("id"), partition_by=by_user),
         last_submitted_at=Window(Max("created_at"), partition_by=by_user),
+    )
+    return list(ranked.filter(user_rank=1).select_related("user").order_by(*best_first))
+
+
+def records_computed(*, task: Task, board: str = BOARD_PUBLIC) -> list[ScoreRecord]:
+    """Each submission that beat the best score so far, oldest first: the steps of the chart.
+    The running best is a window in the database, so only record-breaking rows travel."""
+    field = score_field(board)
+    running = Max(field) if task.higher_is_better else Min(field)
+    records = (
+        _eligible(task, board)
+        .annotate(best_so_far=Window(running, order_by=[F("created_at").asc(), F("id").asc()]))
+        .filter(**{field: F("best_so_far")})
+        .order_by("created_at", "id")
+        .values_list("created_at", field, "user__username", "id")
+    )
+    steps: list[ScoreRecord] = []
+    for at, score, username, submission_id in records:
+        if not steps or score != steps[-1].score:  # equal scores are ties, not new records
+            steps.append(ScoreRecord(at, score, username, submission_id))
+    return steps
+
+
+# --- Read from the read models (kept by submissions.leaderboard): what pages and the API use.
+
+
+def _entries(task: Task, board: str) -> QuerySet[LeaderboardEntry]:
+    return LeaderboardEntry.objects.filter(task=task, board=board)
+
+
+_RANK_ORDER = ["rank_key", "created_at", "submission_id"]
+
+
+def _row(entry: LeaderboardEntry, rank: int) -> LeaderboardRow:
+    return LeaderboardRow(
+        rank, entry.submission, entry.score, entry.entries, entry.last_submitted_at
     )
 
 
 def leaderboard(*, task: Task, board: str = BOARD_PUBLIC) -> list[LeaderboardRow]:
-    """The best visible, succeeded submission per user, ranked in the metric's direction.
+    """Every ranked user with the full best submission (for the CSV export). One query."""
+    entries = _entries(task, board).select_related("submission__user").order_by(*_RANK_ORDER)
+    return [_row(entry, index + 1) for index, entry in enumerate(entries)]
 
-    Ties go to the earlier submission. One query whatever the number of submissions: a window
-    numbers each user's submissions best-first and only the first of each is kept. Returns every
-    row with its full submission (for the CSV export); pages use ``leaderboard_page``.
-    """
-    field = _score_field(board)
-    best = (
-        _ranked_entries(task, board)
-        .filter(user_rank=1)
-        .select_related("user")
-        .order_by(*_best_first(task, field))
-    )
-    return [
-        LeaderboardRow(
-            rank=index + 1,
-            submission=row,
-            score=getattr(row, field),
-            entries=row.entries,  # type: ignore[attr-defined]
-            last_submitted_at=row.last_submitted_at,  # type: ignore[attr-defined]
+
+def _own_row(task: Task, board: str, user: Any) -> LeaderboardRow | None:
+    if not getattr(user, "pk", None):
+        return None
+    entry = _entries(task, board).filter(user=user).select_related("submission__user").first()
+    if entry is None:
+        return None
+    better = _entries(task, board).filter(
+        Q(rank_key__lt=entry.rank_key)
+        | Q(rank_key=entry.rank_key, created_at__lt=entry.created_at)
+        | Q(
+            rank_key=entry.rank_key,
+            created_at=entry.created_at,
+            submission_id__lt=entry.submission_id,
         )
-        for index, row in enumerate(best)
-    ]
-
-
-def _board_entries(task: Task, board: str) -> list[_BoardEntry]:
-    field = _score_field(board)
-    columns = ("id", "user_id", "user__username", field, "latency_p50_ms", "throughput")
-    best = (
-        _ranked_entries(task, board)
-        .filter(user_rank=1)
-        .order_by(*_best_first(task, field))
-        .values_list(*columns, "device_name", "entries", "last_submitted_at")
     )
-    return [_BoardEntry(index + 1, *values) for index, values in enumerate(best)]
-
-
-def _sorted(entries: list[_BoardEntry], sort: str, descending: bool) -> list[_BoardEntry]:
-    if sort == "rank":
-        return entries[::-1] if descending else entries
-    if sort == "user":
-        key: Any = lambda e: e.username.lower()  # noqa: E731
-    elif sort == "device":
-        key = lambda e: e.device.lower()  # noqa: E731
-    else:
-        attribute = sort
-        key = lambda e: getattr(e, attribute)  # noqa: E731
-    present = [e for e in entries if key(e) is not None]
-    missing = [e for e in entries if key(e) is None]  # rows without a value always go last
-    return sorted(present, key=key, reverse=descending) + missing
+    return _row(entry, better.count() + 1)
 
 
 def leaderboard_page(
@@ -167,64 +188,40 @@ def leaderboard_page(
     page: int = 1,
     page_size: int = LEADERBOARD_PAGE_SIZE,
 ) -> LeaderboardPage:
-    """One page of the board, sorted by any column. Two queries whatever the board's size:
-    the ranked users as bare values (sorted and cut into pages here), then the page's rows."""
-    entries = _sorted(_board_entries(task, board), sort, descending)
-    pages = max(1, -(-len(entries) // page_size))
+    """One page of the board sorted by any column, with each row's rank. A fixed number of
+    queries whatever the board's size: count, the page (rank is a window over the board's
+    entries, computed before the sort and the LIMIT), and the viewer's own row and rank."""
+    entries = _entries(task, board)
+    total = entries.count()
+    pages = max(1, -(-total // page_size))
     page = min(max(1, page), pages)
-    shown = entries[(page - 1) * page_size : page * page_size]
-    user_id = getattr(user, "pk", None)
-    own = next((e for e in entries if e.user_id == user_id), None) if user_id else None
-    pinned = own if own is not None and own not in shown else None
-    wanted = [e.submission_id for e in shown] + ([pinned.submission_id] if pinned else [])
-    by_id = Submission.objects.select_related("user").in_bulk(wanted)
-
-    def row(entry: _BoardEntry) -> LeaderboardRow:
-        return LeaderboardRow(
-            entry.rank, by_id[entry.submission_id], entry.score, entry.entries, entry.last
-        )
-
+    field = SORT_FIELDS.get(sort, "rank_key")
+    order = [F(field).desc(nulls_last=True) if descending else F(field).asc(nulls_last=True)]
+    ranked = (
+        entries.select_related("submission__user")
+        .annotate(rank=Window(RowNumber(), order_by=[F(name).asc() for name in _RANK_ORDER]))
+        .order_by(*order, *_RANK_ORDER)
+    )
+    shown = [_row(e, e.rank) for e in ranked[(page - 1) * page_size : page * page_size]]  # type: ignore[attr-defined]
+    own = _own_row(task, board, user)
+    on_page = own is not None and any(r.submission.pk == own.submission.pk for r in shown)
     return LeaderboardPage(
         board=board,
-        rows=[row(e) for e in shown],
-        mine=row(pinned) if pinned else None,
-        total=len(entries),
+        rows=shown,
+        mine=None if on_page else own,
+        total=total,
         page=page,
         pages=pages,
-        sort=sort,
+        sort=sort if sort in SORT_FIELDS else "rank",
         descending=descending,
         frozen_at=task.leaderboard_frozen_at,
     )
 
 
-@dataclass(frozen=True)
-class ScoreRecord:
-    at: datetime
-    score: float
-    username: str
-
-
 def leaderboard_best_over_time(*, task: Task, board: str = BOARD_PUBLIC) -> list[ScoreRecord]:
-    """Each submission that beat the best score so far, oldest first: the steps of the chart.
-
-    One query; the running best is a window in the database, so only record-breaking rows travel.
-    """
-    field = _score_field(board)
-    running = Max(field) if task.higher_is_better else Min(field)
-    records = (
-        _eligible(task, board)
-        .annotate(
-            best_so_far=Window(running, order_by=[F("created_at").asc(), F("id").asc()]),
-        )
-        .filter(**{field: F("best_so_far")})
-        .order_by("created_at", "id")
-        .values_list("created_at", field, "user__username")
-    )
-    steps: list[ScoreRecord] = []
-    for at, score, username in records:
-        if not steps or score != steps[-1].score:  # equal scores are ties, not new records
-            steps.append(ScoreRecord(at, score, username))
-    return steps
+    """The steps of the best-score chart, oldest first (one query on the kept records)."""
+    records = LeaderboardRecord.objects.filter(task=task, board=board).order_by("at", "id")
+    return [ScoreRecord(r.at, r.score, r.username, r.submission_id) for r in records]
 
 
 def submissions_of(*, user: Any, task: Task | None = None) -> QuerySet[Submission]:
