@@ -6,6 +6,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from submissions.charts import Chart, line_chart, step_chart
 from submissions.models import Submission, Task
@@ -125,3 +127,54 @@ def board_columns(*, task: Task, sort: str, descending: bool) -> list[BoardColum
             next_dir, aria = first_dir.get(key, "asc"), "none"
         columns.append(BoardColumn(key, label, next_dir, aria, numeric))
     return columns
+
+
+def _num(value: float | None, places: int) -> str:
+    return "" if value is None else f"{value:,.{places}f}".replace(",", "")
+
+
+def leaderboard_rows_html(
+    *, task: Task, rows: Sequence[tuple[bool, LeaderboardRow]], viewer_id: int | None
+) -> SafeString:
+    """The board's <tr>s. Built here rather than in the template: Django's template engine takes
+    ~20 ms for 50 rows of 9 cells on a busy 2-core box, a third of the page's time budget,
+    and format_html escapes every value the same way the template would."""
+    parts: list[str] = []
+    for pinned, row in rows:
+        s = row.submission
+        if pinned:
+            parts.append('<tr class="gap" aria-hidden="true"><td colspan="9">⋯</td></tr>')
+        mine = s.user_id == viewer_id
+        chips = format_html(
+            "{}{}",
+            mark_safe(' <span class="chip chip-baseline">baseline</span>') if s.is_baseline else "",
+            mark_safe(' <span class="chip chip-you">you</span>') if mine else "",
+        )
+        others = format_html_join(
+            " ",
+            "<span>{} {}</span>",
+            ((name, _num(value, 4)) for name, value in s.metrics.items() if name != task.metric),
+        )
+        parts.append(
+            format_html(
+                '<tr class="{}{}" data-user="{}"><td class="num">{}</td><td>{}{}</td>'
+                '<td class="num score">{}</td><td class="metrics">{}</td><td class="num">{}</td>'
+                '<td class="num">{}</td><td>{}</td><td class="num">{}</td>'
+                '<td class="num"><time datetime="{}">{}</time></td></tr>',
+                "mine" if mine else "",
+                " baseline" if s.is_baseline else "",
+                s.user.username,
+                row.rank,
+                s.user.username,
+                chips,
+                _num(row.score, 4),
+                others,
+                _num(s.latency_p50_ms, 2),
+                _num(s.throughput, 0),
+                s.device_name or s.provider,
+                row.entries,
+                timezone.localtime(row.last_submitted_at).isoformat(),
+                timezone.localtime(row.last_submitted_at).strftime("%Y-%m-%d %H:%M"),
+            )
+        )
+    return mark_safe("\n".join(parts))  # every part was built by format_html

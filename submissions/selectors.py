@@ -62,6 +62,12 @@ class LeaderboardPage:
     descending: bool
     frozen_at: datetime | None
 
+    @property
+    def listed(self) -> list[tuple[bool, LeaderboardRow]]:
+        """(pinned, row) pairs: the page's rows, then the viewer's own row when off the page."""
+        pinned = [(True, self.mine)] if self.mine is not None else []
+        return [(False, row) for row in self.rows] + pinned
+
 
 @dataclass(frozen=True)
 class ScoreRecord:
@@ -197,12 +203,16 @@ def leaderboard_page(
     page = min(max(1, page), pages)
     field = SORT_FIELDS.get(sort, "rank_key")
     order = [F(field).desc(nulls_last=True) if descending else F(field).asc(nulls_last=True)]
+    # Rank is a window over all the board's entries, computed before the ORDER BY and LIMIT;
+    # only the page's ids and ranks travel, then the page's rows are read by id.
     ranked = (
-        entries.select_related("submission__user")
-        .annotate(rank=Window(RowNumber(), order_by=[F(name).asc() for name in _RANK_ORDER]))
+        entries.annotate(rank=Window(RowNumber(), order_by=[F(n).asc() for n in _RANK_ORDER]))
         .order_by(*order, *_RANK_ORDER)
+        .values_list("pk", "rank")
     )
-    shown = [_row(e, e.rank) for e in ranked[(page - 1) * page_size : page * page_size]]  # type: ignore[attr-defined]
+    ranks = dict(ranked[(page - 1) * page_size : page * page_size])
+    by_id = LeaderboardEntry.objects.select_related("submission__user").in_bulk(list(ranks))
+    shown = [_row(by_id[pk], rank) for pk, rank in ranks.items()]
     own = _own_row(task, board, user)
     on_page = own is not None and any(r.submission.pk == own.submission.pk for r in shown)
     return LeaderboardPage(

@@ -18,6 +18,7 @@ from submissions.display import (
     failure_advice,
     latency_chart,
     leaderboard_csv_rows,
+    leaderboard_rows_html,
 )
 from submissions.forms import LeaderboardQueryForm, UploadForm
 from submissions.models import Task
@@ -61,6 +62,9 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
         )
         page = context["page"]
         context["columns"] = board_columns(task=task, sort=page.sort, descending=page.descending)
+        context["rows_html"] = leaderboard_rows_html(
+            task=task, rows=page.listed, viewer_id=request.user.pk
+        )
         records = selectors.leaderboard_best_over_time(task=task, board=board)
         context["chart"] = best_score_chart(records)
     return render(request, "submissions/task_detail.html", context)

@@ -65,8 +65,9 @@ def test_page_and_api_make_the_same_number_of_queries_at_two_board_sizes(
     big = [queries_for(client, PAGE), queries_for(client, API)]
 
     assert small == big
-    # session, user, task, count, page rows, own row, own rank, chart steps: none per row
-    assert big[0] <= 8
+    # session, user, task, count, page ids and ranks, page rows, own row, own rank, chart
+    # steps: none per row
+    assert big[0] <= 9
     page = client.get(PAGE).content.decode()
     assert "Page 1 of 4" in page
     assert board_users(page)[-1] == "alice"  # pinned, although she is on the last page
