@@ -124,4 +124,4 @@ class LeaderboardRowSerializer(serializers.Serializer):
 class LeaderboardApiQuerySerializer(serializers.Serializer):
     board = serializers.ChoiceField(choices=["public", "private"], default="public")
     page = serializers.IntegerField(min_value=1, default=1)
-    page_size = serializers.IntegerField(min_value=1, max_value=500, default=100)
+    page_size = serializers.IntegerField(min_value=1, max_value=500, default=50)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 WIDTH = 640
 HEIGHT = 220
-PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 64, 16, 12, 36
+PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 76, 16, 12, 36
 
 
 @dataclass(frozen=True)

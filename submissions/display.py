@@ -111,11 +111,11 @@ def board_columns(*, task: Task, sort: str, descending: bool) -> list[BoardColum
         ("rank", "#", True),
         ("user", "Participant", False),
         ("score", f"{task.metric_label} {arrow}", True),
-        ("latency", "Latency p50 (ms/batch)", True),
-        ("throughput", "Throughput (samples/s)", True),
+        ("latency", "p50 ms/batch", True),
+        ("throughput", "Samples/s", True),
         ("device", "Device", False),
         ("entries", "Entries", True),
-        ("last", "Last submission", True),
+        ("last", "Last entry", True),
     ]
     first_dir = {"score": "desc" if task.higher_is_better else "asc", "throughput": "desc"}
     columns = []
