@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import csv
 import io
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from submissions.models import Submission
 from tests.browser.conftest import DESKTOP, PHONE, wait_for
 from tests.builders import digits_like, linear_classifier, linear_reference
+from tests.submissions.test_read_api import scored
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -64,6 +67,13 @@ def test_participant_uploads_watches_ranks_exports_and_operator_hides(
     public = arrays["split"] == "public"
     expected = float(np.mean(logits[public].argmax(1) == arrays["targets"][public]))
 
+    # Two earlier participants, one a baseline, so the board and its chart have some history.
+    days_ago = timezone.now() - timedelta(days=3)
+    for name, share, baseline in [("baseline", 0.5, True), ("bob", 0.75, False)]:
+        user = get_user_model().objects.create_user(name, password=f"{name}-password-1")
+        scored(task, user, expected * share, is_baseline=baseline, created_at=days_ago)
+        days_ago += timedelta(days=1)
+
     participant = browser.new_context(viewport=DESKTOP, accept_downloads=True)
     page = participant.new_page()
     sign_up(page, base, "alice", "alice-password-1")
@@ -82,7 +92,7 @@ def test_participant_uploads_watches_ranks_exports_and_operator_hides(
     screenshot(page, "02-upload-form")
     page.get_by_role("button", name="Upload and evaluate").click()
 
-    submission = Submission.objects.get()
+    submission = Submission.objects.get(user__username="alice")
     assert page.url == f"{base}/submissions/{submission.pk}/"
     progress = watch_progress(page)
     assert progress == sorted(progress), progress  # the bar only ever moves forward
@@ -94,6 +104,8 @@ def test_participant_uploads_watches_ranks_exports_and_operator_hides(
     page.get_by_role("link", name="Handwritten digits").click()
     mine = page.locator('tr.mine[data-user="alice"]')
     assert mine.locator("td").first.inner_text() == "1"
+    assert page.locator('tr[data-user="baseline"] .chip-baseline').is_visible()
+    assert page.locator("figure.chart circle").count() == 3  # three records so far
     assert f"{expected:.4f}" in mine.inner_text()
     screenshot(page, "04-leaderboard")
 
@@ -143,5 +155,8 @@ def test_participant_uploads_watches_ranks_exports_and_operator_hides(
     visitor = browser.new_context(viewport=DESKTOP).new_page()
     visitor.goto(base + task.get_absolute_url())
     assert visitor.locator('tr[data-user="alice"]').count() == 0
-    assert "No scored submissions yet." in visitor.locator("table.leaderboard").inner_text()
+    ranked = visitor.locator("table.leaderboard tbody tr").evaluate_all(
+        "rows => rows.map(r => r.dataset.user)"
+    )
+    assert ranked == ["bob", "baseline"]
     participant.close()
