@@ -128,7 +128,7 @@ class LeaderboardRowSerializer(serializers.Serializer):
     rank = serializers.IntegerField()
     user = serializers.CharField(source="submission.user.username")
     submission_id = serializers.IntegerField(source="submission.id")
-    score = serializers.FloatField(source="submission.score")
+    score = serializers.FloatField()  # the public or private score, by the board asked for
     metrics = serializers.DictField(source="submission.metrics")
     latency_p50_ms = serializers.FloatField(source="submission.latency_p50_ms")
     throughput = serializers.FloatField(source="submission.throughput")
@@ -137,6 +137,13 @@ class LeaderboardRowSerializer(serializers.Serializer):
     is_baseline = serializers.BooleanField(source="submission.is_baseline")
     entries = serializers.IntegerField()
     submitted_at = serializers.DateTimeField(source="submission.created_at")
+    last_submitted_at = serializers.DateTimeField()
+
+
+class LeaderboardApiQuerySerializer(serializers.Serializer):
+    board = serializers.ChoiceField(choices=["public", "private"], default="public")
+    page = serializers.IntegerField(min_value=1, default=1)
+    page_size = serializers.IntegerField(min_value=1, max_value=500, default=50)
 
 
 class LeaderboardSerializer(serializers.Serializer):
@@ -145,4 +152,9 @@ class LeaderboardSerializer(serializers.Serializer):
     task = serializers.SlugField()
     metric = serializers.CharField()
     higher_is_better = serializers.BooleanField()
+    board = serializers.CharField()
+    count = serializers.IntegerField()
+    page = serializers.IntegerField()
+    pages = serializers.IntegerField()
+    frozen_at = serializers.DateTimeField(allow_null=True)
     rows = LeaderboardRowSerializer(many=True)

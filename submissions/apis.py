@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 
 from submissions import selectors
 from submissions.api_serializers import (
+    LeaderboardApiQuerySerializer,
     LeaderboardRowSerializer,
     LeaderboardSerializer,
     PaginatedSubmissionSerializer,
@@ -56,20 +57,36 @@ class TaskDetailApi(APIView):
 
 
 class LeaderboardApi(APIView):
+    """One page of the board (``page``, ``page_size`` up to 500, ``board``=public|private)."""
+
     permission_classes = [AllowAny]
 
-    @extend_schema(responses={200: LeaderboardSerializer, 404: NOT_FOUND})
+    @extend_schema(
+        parameters=[LeaderboardApiQuerySerializer],
+        responses={200: LeaderboardSerializer, 404: NOT_FOUND},
+    )
     def get(self, request: Request, slug: str) -> Response:
         task = _visible_task(slug, request.user)
         if task.leaderboard == Task.Leaderboard.HIDDEN and not request.user.is_staff:
             raise Http404("This task's leaderboard is hidden.")
-        rows = selectors.leaderboard(task=task)
+        query = LeaderboardApiQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        if query.validated_data["board"] not in selectors.leaderboard_boards(
+            task=task, user=request.user
+        ):
+            raise Http404("The private leaderboard is not revealed yet.")
+        page = selectors.leaderboard_page(task=task, **query.validated_data)
         return Response(
             {
                 "task": task.slug,
                 "metric": task.metric,
                 "higher_is_better": task.higher_is_better,
-                "rows": LeaderboardRowSerializer(rows, many=True).data,
+                "board": page.board,
+                "frozen_at": page.frozen_at,
+                "count": page.total,
+                "page": page.page,
+                "pages": page.pages,
+                "rows": LeaderboardRowSerializer(page.rows, many=True).data,
             }
         )
 

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
+
+from submissions.selectors import SORT_COLUMNS
 
 
 class UploadForm(forms.Form):
@@ -10,3 +14,19 @@ class UploadForm(forms.Form):
         widget=forms.ClearableFileInput(attrs={"accept": ".onnx"}),
     )
     description = forms.CharField(label="Description (optional)", max_length=500, required=False)
+
+
+class LeaderboardQueryForm(forms.Form):
+    """The leaderboard's query string: which tab, sorted how, which page. Bad values fall back
+    to the defaults rather than failing, since these arrive from hand-edited or old links."""
+
+    board = forms.ChoiceField(
+        choices=[("public", "public"), ("private", "private")], required=False
+    )
+    sort = forms.ChoiceField(choices=[(c, c) for c in SORT_COLUMNS], required=False)
+    dir = forms.ChoiceField(choices=[("asc", "asc"), ("desc", "desc")], required=False)
+    page = forms.IntegerField(min_value=1, required=False)
+
+    def value(self, name: str, default: Any) -> Any:
+        self.is_valid()  # cleaned_data then holds only the fields that were valid
+        return self.cleaned_data.get(name) or default

@@ -180,3 +180,7 @@ class Submission(models.Model):
     @property
     def is_final(self) -> bool:
         return self.status in self.FINAL_STATUSES
+
+
+# Leaderboard read models live in their own module (issue 6); imported so Django registers them.
+from submissions.leaderboard_models import LeaderboardEntry, LeaderboardRecord  # noqa: E402, F401

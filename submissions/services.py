@@ -31,6 +31,7 @@ from rq.job import Job, JobStatus
 from evaluation.inspect import ModelRejected, inspect_model
 from evaluation.runner import EvalResult
 from submissions.dataset_cache import cached_copy
+from submissions.leaderboard import leaderboard_submissions_changed
 from submissions.models import Submission, Task
 from submissions.quotas import quota_get, submissions_counted
 
@@ -198,9 +199,10 @@ def submission_set_progress(*, submission_id: int, progress: float) -> None:
 
 
 def submission_succeed(*, submission_id: int, result: EvalResult) -> bool:
-    """running → succeeded with the result, in one UPDATE; a second call changes nothing."""
-    return bool(
-        Submission.objects.filter(pk=submission_id, status=Status.RUNNING).update(
+    """running → succeeded with the result, in one UPDATE; a second call changes nothing.
+    The leaderboard's read models move in the same transaction."""
+    with transaction.atomic():
+        changed = Submission.objects.filter(pk=submission_id, status=Status.RUNNING).update(
             status=Status.SUCCEEDED,
             finished_at=timezone.now(),
             progress=1.0,
@@ -220,7 +222,9 @@ def submission_succeed(*, submission_id: int, result: EvalResult) -> bool:
             samples_evaluated=result.samples_evaluated,
             batch_latencies_ms=result.batch_latencies_ms,
         )
-    )
+        if changed:
+            leaderboard_submissions_changed(submission_ids=[submission_id])
+    return bool(changed)
 
 
 def submission_fail(
@@ -353,5 +357,6 @@ def submission_rerun(*, submission_id: int) -> bool:
             **RESULT_RESET,
         )
         if changed:
+            leaderboard_submissions_changed(submission_ids=[submission_id])
             transaction.on_commit(lambda: submission_enqueue(submission_id=submission_id))
     return bool(changed)

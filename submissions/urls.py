@@ -7,6 +7,7 @@ from submissions import views
 urlpatterns = [
     path("", views.task_list, name="task-list"),
     path("tasks/<slug:slug>/", views.task_detail, name="task-detail"),
+    path("tasks/<slug:slug>/leaderboard.csv", views.leaderboard_csv, name="leaderboard-csv"),
     path("tasks/<slug:slug>/submit/", views.task_upload, name="task-upload"),
     path("submissions/", views.submission_list, name="submission-list"),
     path("submissions/<int:pk>/", views.submission_detail, name="submission-detail"),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
@@ -13,7 +16,15 @@ from django.views.decorators.http import require_POST
 from portal.ratelimit import refused_page
 from portal.throttles import upload_rate_hit
 from submissions import selectors
-from submissions.forms import UploadForm
+from submissions.display import (
+    best_score_chart,
+    board_columns,
+    failure_advice,
+    latency_chart,
+    leaderboard_csv_rows,
+    leaderboard_rows_html,
+)
+from submissions.forms import LeaderboardQueryForm, UploadForm
 from submissions.models import Submission, Task
 from submissions.quotas import quota_get
 from submissions.services import SubmissionRefused, submission_cancel, submission_create
@@ -34,15 +45,48 @@ def task_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _board_visible(request: HttpRequest, task: Task) -> bool:
+    return task.leaderboard == Task.Leaderboard.PUBLIC or request.user.is_staff
+
+
 def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
     task = _visible_task(request, slug)
-    board_visible = task.leaderboard == Task.Leaderboard.PUBLIC or request.user.is_staff
-    rows = selectors.leaderboard(task=task) if board_visible else []
-    return render(
-        request,
-        "submissions/task_detail.html",
-        {"task": task, "rows": rows, "board_visible": board_visible, "form": UploadForm()},
-    )
+    query = LeaderboardQueryForm(request.GET)
+    boards = selectors.leaderboard_boards(task=task, user=request.user)
+    board = query.value("board", "public")
+    board = board if board in boards else "public"
+    context: dict[str, Any] = {"task": task, "boards": boards, "board": board}
+    if _board_visible(request, task):
+        context["page"] = selectors.leaderboard_page(
+            task=task,
+            board=board,
+            user=request.user,
+            sort=query.value("sort", "rank"),
+            descending=query.value("dir", "asc") == "desc",
+            page=query.value("page", 1),
+        )
+        page = context["page"]
+        context["columns"] = board_columns(task=task, sort=page.sort, descending=page.descending)
+        context["rows_html"] = leaderboard_rows_html(
+            task=task, rows=page.listed, viewer_id=request.user.pk
+        )
+        records = selectors.leaderboard_best_over_time(task=task, board=board)
+        context["chart"] = best_score_chart(records)
+    return render(request, "submissions/task_detail.html", context)
+
+
+def leaderboard_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    task = _visible_task(request, slug)
+    if not _board_visible(request, task):
+        raise Http404("This task's leaderboard is hidden.")
+    board = LeaderboardQueryForm(request.GET).value("board", "public")
+    if board not in selectors.leaderboard_boards(task=task, user=request.user):
+        raise Http404("The private leaderboard is not revealed yet.")
+    rows = selectors.leaderboard(task=task, board=board)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{task.slug}-{board}-leaderboard.csv"'
+    csv.writer(response).writerows(leaderboard_csv_rows(task=task, rows=rows))
+    return response
 
 
 def _upload_page(
@@ -96,7 +140,12 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(
         request,
         "submissions/submission_detail.html",
-        {"submission": submission, "queue_position": position},
+        {
+            "submission": submission,
+            "queue_position": position,
+            "latency_chart": latency_chart(submission),
+            "advice": failure_advice(submission) if submission.status == "failed" else "",
+        },
     )
 
 

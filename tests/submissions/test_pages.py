@@ -51,7 +51,7 @@ def test_form_upload_is_scored_by_a_real_worker_exactly_like_numpy(
     page = client.get(f"/submissions/{submission.pk}/").content.decode()
     assert f"{expected:.5f}" in page
     board = client.get(f"/tasks/{task.slug}/").content.decode()
-    assert re.search(r"<td>1</td>\s*<td>alice", board)
+    assert re.search(r"data-user=\"alice\">\s*<td class=\"num\">1</td>", board)
 
 
 @pytest.mark.django_db

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from submissions.leaderboard import leaderboard_submissions_changed
 from submissions.models import Submission
 
 pytestmark = pytest.mark.django_db
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 def scored(task: Any, user: Any, score: float, **fields: Any) -> Submission:
     values: dict[str, Any] = {"status": "succeeded", "metrics": {"accuracy": score}, **fields}
-    return Submission.objects.create(
+    submission = Submission.objects.create(
         task=task,
         user=user,
         sha256="0" * 64,
@@ -23,6 +24,9 @@ def scored(task: Any, user: Any, score: float, **fields: Any) -> Submission:
         score=score,
         **values,
     )
+    # Made directly rather than through submission_succeed: update the leaderboard as it does.
+    leaderboard_submissions_changed(submission_ids=[submission.pk])
+    return submission
 
 
 def test_task_list_and_detail_show_the_fixed_batch_shape(make_task: Any) -> None:
