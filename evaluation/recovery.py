@@ -210,7 +210,7 @@ def _retry_or_fail(*, submission_id: int, attempts: int) -> str:
     """running → queued once more, or → failed; only if nothing moved it since we looked."""
     with transaction.atomic():
         submission = (
-            Submission.objects.select_for_update()
+            Submission.objects.select_for_update(no_key=True)
             .filter(pk=submission_id, status=Status.RUNNING, attempts=attempts)
             .first()
         )

@@ -21,7 +21,7 @@ def submission_flag_set(*, submission_ids: Iterable[int], flag: str, value: bool
         raise ValueError(f"Unknown submission flag {flag!r}.")
     with transaction.atomic():
         to_change = list(
-            Submission.objects.select_for_update()
+            Submission.objects.select_for_update(no_key=True)
             .filter(pk__in=list(submission_ids))
             .exclude(**{flag: value})
             .values_list("pk", flat=True)
@@ -39,7 +39,7 @@ def task_leaderboard_set(*, task_ids: Iterable[int], **fields: Any) -> list[int]
     if not fields or set(fields) - allowed:
         raise ValueError(f"Only {sorted(allowed)} may be set here, not {sorted(fields)}.")
     with transaction.atomic():
-        tasks = Task.objects.select_for_update().filter(pk__in=list(task_ids))
+        tasks = Task.objects.select_for_update(no_key=True).filter(pk__in=list(task_ids))
         changed = [
             t.pk for t in tasks if any(getattr(t, name) != value for name, value in fields.items())
         ]
@@ -54,7 +54,7 @@ def task_leaderboard_freeze(*, task_ids: Iterable[int]) -> list[int]:
     """Freeze now; a board already frozen keeps its earlier time."""
     with transaction.atomic():
         ids = list(
-            Task.objects.select_for_update()
+            Task.objects.select_for_update(no_key=True)
             .filter(pk__in=list(task_ids), leaderboard_frozen_at__isnull=True)
             .values_list("pk", flat=True)
         )

@@ -75,7 +75,7 @@ def _rebuild_records(task: Task, board: str) -> None:
 def leaderboard_rebuild(*, task_id: int) -> None:
     """Recompute every entry and record of a task: after a freeze, a metric change, or repair."""
     with transaction.atomic():
-        task = Task.objects.select_for_update().get(pk=task_id)
+        task = Task.objects.select_for_update(no_key=True).get(pk=task_id)
         for board in BOARDS:
             _refresh_entries(task, board, None)
             _rebuild_records(task, board)
@@ -112,8 +112,9 @@ def leaderboard_submissions_changed(*, submission_ids: Iterable[int]) -> None:
     with transaction.atomic():
         submissions = list(Submission.objects.filter(pk__in=list(submission_ids)))
         for task_id in sorted({s.task_id for s in submissions}):
-            # Lock the task: concurrent refreshes of one board run one after the other.
-            task = Task.objects.select_for_update().get(pk=task_id)
+            # Lock the task: concurrent refreshes of one board run one after the other. NO KEY
+            # UPDATE lets uploads go on inserting submissions (their FK takes KEY SHARE).
+            task = Task.objects.select_for_update(no_key=True).get(pk=task_id)
             mine = [s for s in submissions if s.task_id == task_id]
             users = sorted({s.user_id for s in mine})
             for board in BOARDS:
@@ -126,7 +127,7 @@ def leaderboard_user_refresh(*, task_id: int, user_id: int) -> None:
     """After a submission was deleted: its owner's next best moves up; the chart is rebuilt
     since the deleted row may have been one of its steps."""
     with transaction.atomic():
-        task = Task.objects.select_for_update().get(pk=task_id)
+        task = Task.objects.select_for_update(no_key=True).get(pk=task_id)
         for board in BOARDS:
             _refresh_entries(task, board, [user_id])
             _rebuild_records(task, board)

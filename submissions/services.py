@@ -138,7 +138,10 @@ def _store_and_enqueue(
     sha256 = _sha256(path)  # before the lock: hashing a large file must not hold the user's row
     try:
         with transaction.atomic():
-            get_user_model().objects.select_for_update().get(pk=user.pk)
+            # Serialises this user's uploads. NO KEY UPDATE, not UPDATE: a worker writing a
+            # leaderboard row for this user takes KEY SHARE on it (the foreign key) while it
+            # holds the task's lock, which this insert needs too; FOR UPDATE would deadlock.
+            get_user_model().objects.select_for_update(no_key=True).get(pk=user.pk)
             _check_duplicate(user=user, task=task, sha256=sha256)
             _check_quota(user=user, task=task)
             stored = Submission(
@@ -251,7 +254,7 @@ def submission_requeue_after_crash(*, submission_id: int, max_attempts: int = 2)
     """The work horse died mid-run: run it once more, or fail it with a plain message."""
     with transaction.atomic():
         submission = (
-            Submission.objects.select_for_update()
+            Submission.objects.select_for_update(no_key=True)
             .filter(pk=submission_id, status=Status.RUNNING)
             .first()
         )

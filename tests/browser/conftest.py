@@ -78,7 +78,7 @@ def _database_url() -> str:
 
 
 @pytest.fixture
-def live_worker(queue: Any, live_server: Any) -> Iterator[subprocess.Popen[bytes]]:
+def live_worker(queue: Any, live_portal: str) -> Iterator[subprocess.Popen[bytes]]:
     """``manage.py rqworker`` with the EvaluationWorker class, as operators run it, on the test
     database, the test Redis database and this test's media directory."""
     env = {

@@ -23,11 +23,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def sign_up(page: Any, base: str, username: str, password: str) -> None:
-    """Create an account. This branch has no sign-up page yet (issue 5 adds one), so the
-    account is made in the database and the rest of the test uses the real login page; when
-    the sign-up page lands, this function becomes: fill its form and submit."""
-    get_user_model().objects.create_user(username, password=password)
-    log_in(page, base, username, password)
+    """Create an account through the sign-up page; it signs the new user in."""
+    page.goto(f"{base}/accounts/signup/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Email").fill(f"{username}@example.org")
+    page.get_by_label("Password", exact=True).fill(password)
+    page.get_by_label("Password confirmation").fill(password)
+    page.get_by_role("button", name="Sign up").click()
+    page.wait_for_load_state()
+    assert page.get_by_role("button", name=f"Log out {username}").is_visible()
 
 
 def log_in(page: Any, base: str, username: str, password: str) -> None:
@@ -57,9 +61,9 @@ def watch_progress(page: Any) -> list[float]:
 
 
 def test_participant_uploads_watches_ranks_exports_and_operator_hides(
-    browser: Any, live_server: Any, live_worker: Any, make_task: Any, screenshot: Any
+    browser: Any, live_portal: str, live_worker: Any, make_task: Any, screenshot: Any
 ) -> None:
-    base = live_server.url
+    base = live_portal
     arrays = digits_like(n=96, seed=3)
     task = make_task(arrays, title="Handwritten digits", description="8×8 digits, 10 classes.")
     weights, bias = np.random.default_rng(7).normal(size=(64, 10)), np.zeros(10)
