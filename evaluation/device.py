@@ -36,6 +36,15 @@ def device_config(name: str | None = None) -> DeviceConfig:
         gpu_mem_limit=limit if use_cuda else None,
         cudnn_conv_algo_search=settings.EVAL_CUDNN_CONV_ALGO_SEARCH,
         intra_op_threads=settings.EVAL_INTRA_OP_THREADS,
+        inter_op_threads=settings.EVAL_INTER_OP_THREADS,
+        graph_optimization=settings.EVAL_GRAPH_OPTIMIZATION,
         warmup_runs=settings.EVAL_WARMUP_RUNS,
         device_name=gpu.name if gpu is not None else "CPU",
+        # On CUDA the driver maps address space far beyond what it uses, so an address-space
+        # limit would refuse every session there; gpu_mem_limit bounds the device instead.
+        cpu_memory_limit_bytes=(
+            settings.EVAL_CPU_MEMORY_LIMIT_MB * 1_048_576
+            if settings.EVAL_CPU_MEMORY_LIMIT_MB and not use_cuda
+            else None
+        ),
     )

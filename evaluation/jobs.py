@@ -15,6 +15,7 @@ import numpy as np
 from rq import get_current_job
 
 from evaluation.device import device_config, worker_name
+from evaluation.limits import added_memory_limit
 from evaluation.runner import Dataset, EvaluationError, evaluate
 from submissions import services
 from submissions.models import Submission
@@ -55,13 +56,16 @@ def evaluate_submission(submission_id: int) -> str:
         return "skipped: not queued"
     try:
         model_bytes, data = _load(submission)
-        result = evaluate(
-            model_bytes,
-            data,
-            submission.task.spec(),
-            device_config(name),
-            progress=_progress_writer(submission_id),
-        )
+        device = device_config(name)
+        # Bounded after loading: the task's dataset is the operator's, the rest is the model's.
+        with added_memory_limit(device.cpu_memory_limit_bytes):
+            result = evaluate(
+                model_bytes,
+                data,
+                submission.task.spec(),
+                device,
+                progress=_progress_writer(submission_id),
+            )
     except EvaluationError as exc:
         services.submission_fail(
             submission_id=submission_id, message=str(exc), log_text=traceback.format_exc()

@@ -178,3 +178,11 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL") or "INFO"},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- issue 3: evaluation engine (session options fixed per worker, CPU memory containment) ---
+EVAL_INTER_OP_THREADS = env_int("EVAL_INTER_OP_THREADS", 1, minimum=1)
+EVAL_GRAPH_OPTIMIZATION = env_choice(
+    "EVAL_GRAPH_OPTIMIZATION", "all", ("disabled", "basic", "extended", "all")
+)
+# Address space (MB) one CPU evaluation may add to its work horse, enforced with RLIMIT_AS; 0 = off.
+EVAL_CPU_MEMORY_LIMIT_MB = env_int("EVAL_CPU_MEMORY_LIMIT_MB", 4096, minimum=0)

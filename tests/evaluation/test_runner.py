@@ -132,7 +132,7 @@ def test_task_requiring_a_gpu_fails_instead_of_scoring_on_cpu() -> None:
 
 def test_cuda_options_follow_the_worker_configuration() -> None:
     device = DeviceConfig(
-        use_cuda=True, device_id=2, gpu_mem_limit=6 << 30, cudnn_conv_algo_search="HEURISTIC"
+        use_cuda=True, device_id=2, gpu_mem_limit=6 << 30, cudnn_conv_algo_search="heuristic"
     )
     (name, options), cpu = device.providers()
     assert (name, cpu) == (CUDA, CPU)
@@ -140,7 +140,7 @@ def test_cuda_options_follow_the_worker_configuration() -> None:
         "device_id": 2,
         "arena_extend_strategy": "kSameAsRequested",
         "cudnn_conv_algo_search": "HEURISTIC",
-        "do_copy_in_default_stream": True,
+        "do_copy_in_default_stream": "1",
         "gpu_mem_limit": 6 << 30,
     }
 
