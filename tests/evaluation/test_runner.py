@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import resource
 import time
+from typing import Any
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from evaluation.device import device_config
 from evaluation.gpu import gpu_info
+from evaluation.limits import added_memory_limit, address_space_bytes
 from evaluation.metrics import compute_family
-from evaluation.runner import CPU, CUDA, Dataset, DeviceConfig, EvaluationError, evaluate
+from evaluation.runner import (
+    CPU,
+    CUDA,
+    Dataset,
+    DeviceConfig,
+    EvaluationError,
+    create_session,
+    evaluate,
+    out_of_memory_error,
+)
 from evaluation.spec import TaskSpec
 from tests.builders import digits_like, finish, linear_classifier, linear_reference, unary_model
+from tests.evaluation.hostile.models import expand_bomb
 
 SPEC = TaskSpec(
     batch_size=16,
@@ -199,3 +214,98 @@ def test_endless_loop_is_stopped_at_the_time_limit() -> None:
         evaluate(endless_loop_model(), Dataset.from_arrays(digits_like(n=20)), spec, CPU_ONLY)
     assert str(caught.value) == "time limit of 1 s exceeded"
     assert time.monotonic() - started < 10
+
+
+def test_session_options_are_the_workers_not_the_models() -> None:
+    device = DeviceConfig(intra_op_threads=1, inter_op_threads=1, graph_optimization="basic")
+    options = device.session_options()
+    assert options.intra_op_num_threads == 1
+    assert options.inter_op_num_threads == 1
+    assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    assert options.execution_mode == ort.ExecutionMode.ORT_SEQUENTIAL
+    # And they are what the session really runs with.
+    w, b = weights()
+    session = create_session(linear_classifier(w, b), device)
+    assert session.get_session_options().intra_op_num_threads == 1
+    assert session.get_session_options().graph_optimization_level == (
+        ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    )
+
+
+def test_nan_in_a_later_batch_names_that_batch() -> None:
+    # sqrt of a negative pixel is NaN: only row 40 has one, and row 40 is in batch 3 of 16.
+    arrays = digits_like(n=50)
+    arrays["inputs"][40, 0, 0, 0] = -1.0
+    model = finish(
+        helper.make_graph(
+            [
+                helper.make_node("Sqrt", ["input"], ["root"]),
+                helper.make_node("Flatten", ["root"], ["flat"]),
+                helper.make_node("MatMul", ["flat", "W"], ["output"]),
+            ],
+            "sqrt",
+            [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 8, 8])],
+            [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 10])],
+            [numpy_helper.from_array(np.ones((64, 10), np.float32), "W")],
+        )
+    )
+    with pytest.raises(EvaluationError) as caught:
+        evaluate(model, Dataset.from_arrays(arrays), SPEC, CPU_ONLY)
+    assert str(caught.value) == "The model's output contains NaN or infinity (batch 3)."
+
+
+def test_memory_bomb_fails_with_a_plain_message_under_the_memory_limit() -> None:
+    device = DeviceConfig(worker_name="test-worker", cpu_memory_limit_bytes=256 << 20)
+    with (
+        added_memory_limit(device.cpu_memory_limit_bytes),
+        pytest.raises(EvaluationError) as caught,
+    ):
+        evaluate(expand_bomb(), Dataset.from_arrays(digits_like(n=20)), SPEC, device)
+    assert str(caught.value) == (
+        "The model ran out of memory: it needs more than the per-evaluation limit of 256 MB on "
+        "this worker. It asked for 1,562 MB at once (operator Expand)."
+    )
+
+
+def test_memory_limit_stops_a_large_allocation_and_is_lifted_afterwards() -> None:
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    with added_memory_limit(64 << 20) as limit:
+        assert limit is not None and resource.getrlimit(resource.RLIMIT_AS)[0] == limit
+        assert limit - address_space_bytes() <= 64 << 20
+        with pytest.raises(MemoryError):
+            np.ones(256 << 20, dtype=np.uint8)
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+    assert np.ones(256 << 20, dtype=np.uint8).sum() == 256 << 20  # fine once lifted
+
+
+def test_no_memory_limit_when_none_is_configured() -> None:
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    with added_memory_limit(None) as limit:
+        assert limit is None and resource.getrlimit(resource.RLIMIT_AS) == before
+
+
+def test_out_of_memory_is_recognised_from_python_and_onnxruntime_errors() -> None:
+    cpu = DeviceConfig(cpu_memory_limit_bytes=1 << 30)
+    gpu = DeviceConfig(use_cuda=True, gpu_mem_limit=2 << 30)
+    assert str(out_of_memory_error(MemoryError(), cpu)) == (
+        "The model ran out of memory: it needs more than the per-evaluation limit of 1,024 MB on "
+        "this worker."
+    )
+    cuda_text = (
+        "[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Non-zero status code returned while running "
+        "Conv node. Name:'c' Status Message: ... Failed to allocate memory for requested buffer "
+        "of size 4294967296"
+    )
+    assert str(out_of_memory_error(RuntimeError(cuda_text), gpu)) == (
+        "The model ran out of memory: it needs more than the per-evaluation limit of 2,048 MB on "
+        "this worker. It asked for 4,096 MB at once (operator Conv)."
+    )
+    assert out_of_memory_error(RuntimeError("invalid expand shape"), cpu) is None
+
+
+def test_cpu_worker_gets_the_configured_memory_limit_and_a_cuda_worker_none(settings: Any) -> None:
+    settings.EVAL_CPU_MEMORY_LIMIT_MB = 300
+    settings.EVAL_DEVICE = "cpu"
+    assert device_config("w").cpu_memory_limit_bytes == 300 * 1_048_576
+    settings.EVAL_CPU_MEMORY_LIMIT_MB = 0
+    assert device_config("w").cpu_memory_limit_bytes is None
