@@ -35,5 +35,11 @@ lint: venv
 typecheck: venv
 	DEBUG=1 $(BIN)/mypy portal submissions evaluation
 
+# Issue 3's figures (README, Benchmarks): runner vs bare onnxruntime, latency, throughput.
+# Uses DATABASE_URL/REDIS_URL when set, else SQLite and an embedded Redis under var/bench.
+bench: venv
+	SECRET_KEY=$${SECRET_KEY:-insecure-bench-only-key} PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/bench} \
+		$(BIN)/python -m benchmarks
+
 clean:
 	rm -rf var staticfiles .pytest_cache .mypy_cache .ruff_cache
