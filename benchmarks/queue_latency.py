@@ -55,7 +55,7 @@ def _fixtures() -> tuple[Any, Any, bytes]:
     fields = {**TASKS["digits"], "title": "Benchmark digits", "submissions_per_day": 100_000}
     task = Task(slug=TASK_SLUG, **fields)
     buffer = io.BytesIO()
-    np.savez(buffer, **datasets.load_digits_test())
+    np.savez(buffer, **datasets.load_digits_test())  # type: ignore[arg-type]
     task.dataset.save(f"{TASK_SLUG}.npz", ContentFile(buffer.getvalue()), save=False)
     task.save()
     model = next(
