@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 
@@ -10,6 +11,12 @@ from django.conf import settings
 
 from evaluation.gpu import gpu_info
 from evaluation.runner import CUDA, DeviceConfig
+
+# The worker parent imports this module, so importing pynvml here means every forked work horse
+# inherits it instead of importing it again for each job (about 30 ms on a small CPU). Importing
+# the module neither initialises NVML nor touches CUDA.
+with contextlib.suppress(ImportError):
+    import pynvml  # noqa: F401
 
 
 def worker_name() -> str:

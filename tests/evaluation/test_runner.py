@@ -309,3 +309,81 @@ def test_cpu_worker_gets_the_configured_memory_limit_and_a_cuda_worker_none(sett
     assert device_config("w").cpu_memory_limit_bytes == 300 * 1_048_576
     settings.EVAL_CPU_MEMORY_LIMIT_MB = 0
     assert device_config("w").cpu_memory_limit_bytes is None
+
+
+class FakeNvml:
+    """The pynvml calls gpu_info makes, for one 80 GB GPU: the only fake in these tests."""
+
+    NVML_TEMPERATURE_GPU = 0
+    TOTAL = 80 * 1024**3
+
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None: ...
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
+        return f"gpu{index}"
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:
+        return "gpu0"
+
+    def nvmlDeviceGetMemoryInfo(self, handle: str) -> Any:
+        return type("Memory", (), {"total": self.TOTAL, "used": 1 << 30})()
+
+    def nvmlDeviceGetUtilizationRates(self, handle: str) -> Any:
+        return type("Rates", (), {"gpu": 3, "memory": 1})()
+
+    def nvmlDeviceGetPowerUsage(self, handle: str) -> int:
+        return 70_000
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: str) -> int:
+        return 700_000
+
+    def nvmlDeviceGetIndex(self, handle: str) -> int:
+        return 0
+
+    def nvmlDeviceGetUUID(self, handle: str) -> str:
+        return "GPU-fake"
+
+    def nvmlDeviceGetName(self, handle: str) -> str:
+        return "NVIDIA H100 80GB HBM3"
+
+    def nvmlDeviceGetTemperature(self, handle: str, sensor: int) -> int:
+        return 40
+
+
+def test_gpu_worker_takes_its_memory_share_and_no_address_space_limit(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("evaluation.gpu._nvml", lambda: FakeNvml())
+    settings.EVAL_DEVICE = "auto"
+    settings.EVAL_GPU_MEMORY_FRACTION = 0.5
+    settings.EVAL_GPU_MEMORY_BYTES = 0
+    settings.EVAL_CPU_MEMORY_LIMIT_MB = 4096
+    device = device_config("gpu0-a")
+    assert CUDA in ort.get_available_providers()  # onnxruntime-gpu is what is installed
+    assert device.use_cuda and device.gpu_mem_limit == FakeNvml.TOTAL // 2
+    assert device.cpu_memory_limit_bytes is None  # CUDA maps far more than an RLIMIT_AS allows
+    assert device.device_name == "NVIDIA H100 80GB HBM3"
+    settings.EVAL_GPU_MEMORY_BYTES = 6 << 30
+    assert device_config("gpu0-a").gpu_mem_limit == 6 << 30
+    settings.EVAL_DEVICE = "cpu"
+    cpu = device_config("gpu0-a")
+    assert not cpu.use_cuda and cpu.cpu_memory_limit_bytes == 4096 * 1_048_576
+
+
+def test_faked_gpu_without_a_driver_still_records_cpu_and_refuses_requires_gpu(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # NVML says "GPU" but CUDA cannot start here: the session falls back and the result says so.
+    monkeypatch.setattr("evaluation.gpu._nvml", lambda: FakeNvml())
+    settings.EVAL_DEVICE = "auto"
+    device = device_config("gpu0-a")
+    w, b = weights()
+    data = Dataset.from_arrays(digits_like(n=20))
+    if create_session(linear_classifier(w, b), device).get_providers()[0] == CUDA:
+        pytest.skip("a real GPU is present")
+    assert evaluate(linear_classifier(w, b), data, SPEC, device).provider == CPU
+    spec = TaskSpec(**{**SPEC.__dict__, "requires_gpu": True})
+    with pytest.raises(
+        EvaluationError, match=r"^CUDA execution provider not available on worker gpu0-a$"
+    ):
+        evaluate(linear_classifier(w, b), data, spec, device)
