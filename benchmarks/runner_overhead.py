@@ -7,8 +7,10 @@ For each model the same InferenceSession is timed two ways, alternately, several
 - runner: ``evaluation.runner.predict``, the runner's whole evaluation loop: batching and padding,
   warm-up, the watchdog, per-batch timing, shape checks, collecting the real rows, the NaN check.
 
-The figure is the median over repetitions of (runner time / bare time) for the same repetition,
-so drift in machine load between repetitions cancels. Scoring (metrics on the predictions) is
+The figure is the median over rounds of (runner time / bare time) within the same round, so
+drift in machine load between rounds cancels. Each round also times the bare loop a second time:
+the median of (second bare / first bare) is the noise control, and shows how far from 1.000 a
+ratio strays on this machine when nothing differs at all. Scoring (metrics on the predictions) is
 reported on its own: a bare loop computes no metric, so it has nothing to compare with.
 
 Run: ``python -m benchmarks.runner_overhead`` (or ``make bench``, which runs every benchmark).
@@ -113,36 +115,34 @@ def _seconds(fn: Callable[[], object]) -> float:
 
 
 def measure(work: Workload, device: DeviceConfig, budget_s: float) -> dict[str, object]:
-    """Alternate runner and bare loop for about ``budget_s`` seconds (at least 7 pairs)."""
+    """Rounds of runner, bare loop and a second bare loop (the noise control), in rotating order,
+    for about ``budget_s`` seconds and at least 7 rounds."""
     session = create_session(work.model, device)
     inputs = work.data.inputs.astype(work.spec.input_dtype)
     size = work.spec.batch_size
-    runner_s: list[float] = []
-    bare_s: list[float] = []
-    ratios: list[float] = []
+    contestants = {
+        "runner": lambda: predict(session, inputs, work.spec, device),
+        "bare": lambda: bare_loop(session, inputs, size, device.warmup_runs),
+        "control": lambda: bare_loop(session, inputs, size, device.warmup_runs),
+    }
+    order = list(contestants)
+    rounds: list[dict[str, float]] = []
     deadline = time.monotonic() + budget_s
-    rep = 0
-    while rep < 7 or time.monotonic() < deadline:
-        rep += 1
-        pair = [
-            ("runner", lambda: predict(session, inputs, work.spec, device)),
-            ("bare", lambda: bare_loop(session, inputs, size, device.warmup_runs)),
-        ]
-        times = dict((label, _seconds(fn)) for label, fn in (pair if rep % 2 else pair[::-1]))
-        runner_s.append(times["runner"])
-        bare_s.append(times["bare"])
-        ratios.append(times["runner"] / times["bare"])
+    while len(rounds) < 7 or time.monotonic() < deadline:
+        order = order[1:] + order[:1]  # each goes first, second and third in turn
+        rounds.append({name: _seconds(contestants[name]) for name in order})
     preds, _ = predict(session, inputs, work.spec, device)
     assert np.array_equal(preds, bare_loop(session, inputs, size, device.warmup_runs))
     scoring_s = _seconds(lambda: compute_family(work.spec.metric, preds, work.data.targets))
     return {
         "workload": work.name,
         "provider": session.get_providers()[0],
-        "bare_ms": 1000 * statistics.median(bare_s),
-        "runner_ms": 1000 * statistics.median(runner_s),
-        "ratio": statistics.median(ratios),
+        "bare_ms": 1000 * statistics.median(r["bare"] for r in rounds),
+        "runner_ms": 1000 * statistics.median(r["runner"] for r in rounds),
+        "ratio": statistics.median(r["runner"] / r["bare"] for r in rounds),
+        "control": statistics.median(r["control"] / r["bare"] for r in rounds),
         "scoring_ms": 1000 * scoring_s,
-        "repeats": rep,
+        "repeats": len(rounds),
     }
 
 
@@ -155,14 +155,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, object]]:
     device = DeviceConfig(use_cuda=args.cuda, intra_op_threads=args.threads, warmup_runs=2)
     rows = [measure(work, device, args.seconds) for work in workloads()]
     print(
-        "| workload | provider | pairs | bare loop (median) | runner (median) "
-        "| runner / bare (median of pairs) | metrics, once |"
+        "| workload | provider | rounds | bare loop (median) | runner (median) "
+        "| runner / bare | control: bare / bare | metrics, once |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(
             f"| {row['workload']} | {row['provider']} | {row['repeats']} | {row['bare_ms']:.2f} ms "
-            f"| {row['runner_ms']:.2f} ms | {row['ratio']:.3f}× | {row['scoring_ms']:.1f} ms |"
+            f"| {row['runner_ms']:.2f} ms | {row['ratio']:.3f}× | {row['control']:.3f}× "
+            f"| {row['scoring_ms']:.1f} ms |"
         )
     return rows
 
