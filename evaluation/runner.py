@@ -7,9 +7,7 @@ Failures that are the model's fault raise EvaluationError with a message for the
 
 from __future__ import annotations
 
-import os
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +18,7 @@ import numpy.ma
 import numpy.random
 import onnxruntime as ort
 
+from evaluation.limits import TimeLimit
 from evaluation.metrics import compute_family
 from evaluation.spec import TaskSpec
 
@@ -173,75 +172,6 @@ def create_session(model_bytes: bytes, device: DeviceConfig) -> ort.InferenceSes
         raise EvaluationError(f"onnxruntime could not load the model: {exc}") from exc
 
 
-class _WatchdogThread(threading.Thread):
-    """One daemon thread per process that sets RunOptions.terminate when a deadline passes.
-
-    SIGALRM is not delivered while onnxruntime is inside C++, so a signal cannot stop a run; a
-    thread can, through RunOptions.terminate. The thread is started once and polls: arming it is a
-    single assignment, so a small model's run is not slowed by starting or waking a thread. It
-    wakes at most once a second (or at the deadline), because every wake-up on a busy CPU can
-    preempt one of onnxruntime's compute threads: polling 20 times a second cost the conv
-    benchmark about 4 %. A run is therefore stopped within a second after its limit.
-    """
-
-    POLL_S = 1.0
-
-    def __init__(self) -> None:
-        super().__init__(name="evaluation-watchdog", daemon=True)
-        self.armed: tuple[float, ort.RunOptions, threading.Event] | None = None
-
-    def run(self) -> None:
-        while True:
-            armed = self.armed
-            now = time.monotonic()
-            if armed is not None and now >= armed[0]:
-                armed[1].terminate = True
-                armed[2].set()
-            wait = self.POLL_S
-            if armed is not None and now < armed[0]:
-                wait = min(wait, armed[0] - now)
-            time.sleep(wait)
-
-
-_watchdog_thread: _WatchdogThread | None = None
-
-
-def _forget_watchdog_thread() -> None:
-    global _watchdog_thread
-    _watchdog_thread = None  # a forked child (the work horse) inherits the object, not the thread
-
-
-os.register_at_fork(after_in_child=_forget_watchdog_thread)
-
-
-def _watchdog() -> _WatchdogThread:
-    global _watchdog_thread
-    if _watchdog_thread is None:
-        _watchdog_thread = _WatchdogThread()
-        _watchdog_thread.start()
-    return _watchdog_thread
-
-
-class _Watchdog:
-    """The time limit of one evaluation: its own RunOptions, terminated at the deadline."""
-
-    def __init__(self, limit_s: float) -> None:
-        self.limit_s = limit_s
-        self.run_options = ort.RunOptions()
-        self.fired = threading.Event()
-
-    def __enter__(self) -> _Watchdog:
-        _watchdog().armed = (time.monotonic() + self.limit_s, self.run_options, self.fired)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        _watchdog().armed = None
-
-    def check(self) -> None:
-        if self.fired.is_set():
-            raise EvaluationError(f"time limit of {self.limit_s:g} s exceeded")
-
-
 class _Executor:
     """Runs the fixed-shape batches, timing each one; IOBinding on CUDA.
 
@@ -249,17 +179,18 @@ class _Executor:
     the loop, such as the database refusing a progress update, stays an error on our side.
     """
 
-    def __init__(self, session: ort.InferenceSession, watchdog: _Watchdog, device: DeviceConfig):
+    def __init__(self, session: ort.InferenceSession, limit: TimeLimit, device: DeviceConfig):
         self.session = session
-        self.watchdog = watchdog
-        self.run_options = watchdog.run_options
+        self.limit = limit
+        self.run_options = limit.run_options
         self.device = device
         self.input_name = session.get_inputs()[0].name
         self.output_names = [session.get_outputs()[0].name]
         self.on_cuda = session.get_providers()[0] == CUDA
 
     def model_error(self, exc: BaseException) -> EvaluationError:
-        self.watchdog.check()  # a run stopped by the watchdog raises like any failed run
+        if self.limit.exceeded:  # a run stopped by the watchdog raises like any failed run
+            return EvaluationError(f"time limit of {self.limit.limit_s:g} s exceeded")
         oom = out_of_memory_error(exc, self.device)
         if oom is not None:
             return oom
@@ -366,8 +297,8 @@ def predict(
     """Warm up, then run every batch once under the watchdog: checked predictions for the real
     rows and the seconds each batch took. This is what the benchmark compares with a bare loop."""
     batches = _batches(inputs, spec.batch_size)
-    with _Watchdog(spec.time_limit_s) as watchdog:
-        executor = _Executor(session, watchdog, device)
+    with TimeLimit(spec.time_limit_s) as limit:
+        executor = _Executor(session, limit, device)
         executor.warm_up(batches[0], device.warmup_runs)
         outputs, times = executor.run_all(batches, spec, progress)
     _check_numeric(outputs[0])  # there is at least one batch: datasets are never empty
