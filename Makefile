@@ -35,5 +35,12 @@ lint: venv
 typecheck: venv
 	DEBUG=1 $(BIN)/mypy portal submissions evaluation
 
+# Issue 3's figures (README, Benchmarks): runner vs bare onnxruntime, latency, throughput.
+# Latency and throughput need DATABASE_URL (PostgreSQL) and REDIS_URL; without them only the
+# runner benchmark runs (SQLite cannot take several workers writing at once).
+bench: venv
+	SECRET_KEY=$${SECRET_KEY:-insecure-bench-only-key} PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/bench} \
+		$(BIN)/python -m benchmarks
+
 clean:
 	rm -rf var staticfiles .pytest_cache .mypy_cache .ruff_cache

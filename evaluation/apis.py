@@ -7,6 +7,8 @@ import hmac
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from prometheus_client import CONTENT_TYPE_LATEST
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -24,6 +26,10 @@ class WorkerListApi(APIView):
 
     permission_classes = [AllowAny]
 
+    @extend_schema(
+        parameters=[OpenApiParameter("history", int, description="Samples of history per worker")],
+        responses={200: OpenApiTypes.OBJECT},
+    )
     def get(self, request: Request) -> Response:
         try:
             history = min(
@@ -39,6 +45,7 @@ class WorkerListApi(APIView):
 class QueueApi(APIView):
     permission_classes = [AllowAny]
 
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:
         return Response(fleet.queue_stats(user=request.user))
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import onnx
+import onnxruntime as ort
 from google.protobuf.message import DecodeError
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto
 
@@ -74,6 +76,52 @@ def _load(path: Path, spec: TaskSpec) -> ModelProto:
             "(is it truncated or another format?)."
         )
     return model
+
+
+def _loads_in_onnxruntime(ir_version: int, opset: int) -> bool:
+    x = onnx.helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = onnx.helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Identity", ["x"], ["y"])], "p", [x], [y])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+    model.ir_version = ir_version
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    try:
+        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception:  # onnxruntime's own exception types: "Unsupported model IR version" etc.
+        return False
+    return True
+
+
+@cache
+def runtime_limits() -> tuple[int, int]:
+    """(newest IR version, newest default-domain opset) the installed onnxruntime loads.
+
+    onnxruntime exposes neither number, so it is asked: a one-node model is loaded at decreasing
+    versions (a few milliseconds, once per process, CPU only). Probing cannot drift from the
+    library the workers really run, as a hard-coded table would on an upgrade.
+    """
+    ir = next(v for v in range(onnx.IR_VERSION + 2, 2, -1) if _loads_in_onnxruntime(v, 11))
+    top = onnx.defs.onnx_opset_version() + 2
+    opset = next(v for v in range(top, 0, -1) if _loads_in_onnxruntime(min(ir, 10), v))
+    return ir, opset
+
+
+def _check_runtime_support(model: ModelProto) -> None:
+    max_ir, max_opset = runtime_limits()
+    if model.ir_version > max_ir:
+        raise ModelRejected(
+            f"The model has ONNX IR version {model.ir_version}; onnxruntime {ort.__version__} on "
+            f"our workers loads IR versions up to {max_ir}. Set model.ir_version = {max_ir} "
+            "before onnx.save (or export with an older onnx package)."
+        )
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx") and opset.version > max_opset:
+            raise ModelRejected(
+                f"The model imports opset {opset.version} of the default ONNX domain; onnxruntime "
+                f"{ort.__version__} on our workers supports opsets up to {max_opset}. Export with "
+                f"opset_version={max_opset} or lower."
+            )
 
 
 def _subgraphs(graph: GraphProto) -> Iterator[GraphProto]:
@@ -210,6 +258,7 @@ def _check_io(model: ModelProto, spec: TaskSpec) -> ModelInfo:
 def inspect_model(path: Path, spec: TaskSpec) -> ModelInfo:
     """Accept the model at ``path`` for ``spec`` or raise ModelRejected saying why not."""
     model = _load(path, spec)
+    _check_runtime_support(model)
     _check_no_external_data(model)
     _check_domains(model)
     return _check_io(model, spec)

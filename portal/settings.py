@@ -315,3 +315,10 @@ EVAL_TEMPERATURE_WARN_C = env_int("EVAL_TEMPERATURE_WARN_C", 85, minimum=0)
 EVAL_MEMORY_WARN_FRACTION = env_float("EVAL_MEMORY_WARN_FRACTION", 0.95, low=0.1, high=1.0)
 # Bearer token for GET /metrics (Prometheus); the endpoint answers 404 while it is unset.
 EVAL_METRICS_TOKEN = env_str("EVAL_METRICS_TOKEN") or ""
+# --- issue 3: evaluation engine (session options fixed per worker, CPU memory containment) ---
+EVAL_INTER_OP_THREADS = env_int("EVAL_INTER_OP_THREADS", 1, minimum=1)
+EVAL_GRAPH_OPTIMIZATION = env_choice(
+    "EVAL_GRAPH_OPTIMIZATION", "all", ("disabled", "basic", "extended", "all")
+)
+# Address space (MB) one CPU evaluation may add to its work horse, enforced with RLIMIT_AS; 0 = off.
+EVAL_CPU_MEMORY_LIMIT_MB = env_int("EVAL_CPU_MEMORY_LIMIT_MB", 4096, minimum=0)

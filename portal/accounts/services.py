@@ -38,7 +38,9 @@ def _digest(secret: str) -> str:
 def api_token_create(*, user: Any, name: str) -> NewToken:
     """A new named token for ``user``; the returned secret exists nowhere else."""
     with transaction.atomic():
-        get_user_model().objects.select_for_update(no_key=True).get(pk=user.pk)  # count, then create, in order
+        get_user_model().objects.select_for_update(no_key=True).get(
+            pk=user.pk
+        )  # count, then create, in order
         if ApiToken.objects.filter(user=user).active().count() >= MAX_ACTIVE_TOKENS:
             raise TokenLimitReached(
                 f"You already have {MAX_ACTIVE_TOKENS} active tokens; revoke one first."

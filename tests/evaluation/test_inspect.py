@@ -6,10 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from evaluation.inspect import ModelRejected, inspect_model
+from evaluation.inspect import ModelRejected, inspect_model, runtime_limits
 from evaluation.spec import TaskSpec
 from tests.builders import IR_VERSION, finish, linear_classifier, unary_model
 
@@ -184,3 +185,41 @@ def test_initializers_listed_as_graph_inputs_do_not_count_as_inputs(tmp_path: Pa
     model.graph.input.append(helper.make_tensor_value_info("W", TensorProto.FLOAT, [64, 10]))
     model.ir_version = IR_VERSION
     assert inspect_model(write(tmp_path, model.SerializeToString()), SPEC).input_name == "input"
+
+
+def test_ir_version_newer_than_onnxruntime_loads_is_refused_at_upload(tmp_path: Path) -> None:
+    max_ir, _ = runtime_limits()
+    model = onnx.load_from_string(good_model())
+    model.ir_version = max_ir + 1
+    assert refusal(tmp_path, model.SerializeToString()) == (
+        f"The model has ONNX IR version {max_ir + 1}; onnxruntime {ort.__version__} on our workers "
+        f"loads IR versions up to {max_ir}. Set model.ir_version = {max_ir} before onnx.save (or "
+        "export with an older onnx package)."
+    )
+
+
+def test_ir_14_written_by_default_by_onnx_1_23_is_refused_by_onnxruntime_1_31() -> None:
+    # The case that motivated the check; the probe must agree with onnxruntime's own refusal.
+    if not ort.__version__.startswith("1.31."):
+        pytest.skip("statement about onnxruntime 1.31")
+    assert runtime_limits()[0] == 13
+
+
+def test_newest_supported_ir_version_is_accepted(tmp_path: Path) -> None:
+    model = onnx.load_from_string(good_model())
+    model.ir_version = runtime_limits()[0]
+    assert (
+        inspect_model(write(tmp_path, model.SerializeToString()), SPEC).ir_version
+        == (runtime_limits()[0])
+    )
+
+
+def test_opset_newer_than_onnxruntime_supports_is_refused_at_upload(tmp_path: Path) -> None:
+    _, max_opset = runtime_limits()
+    model = onnx.load_from_string(good_model())
+    model.opset_import[0].version = max_opset + 1
+    assert refusal(tmp_path, model.SerializeToString()) == (
+        f"The model imports opset {max_opset + 1} of the default ONNX domain; onnxruntime "
+        f"{ort.__version__} on our workers supports opsets up to {max_opset}. Export with "
+        f"opset_version={max_opset} or lower."
+    )

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import resource
 import time
+from typing import Any
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from evaluation.device import device_config
 from evaluation.gpu import gpu_info
+from evaluation.limits import added_memory_limit, address_space_bytes
 from evaluation.metrics import compute_family
-from evaluation.runner import CPU, CUDA, Dataset, DeviceConfig, EvaluationError, evaluate
+from evaluation.runner import (
+    CPU,
+    CUDA,
+    Dataset,
+    DeviceConfig,
+    EvaluationError,
+    create_session,
+    evaluate,
+    out_of_memory_error,
+)
 from evaluation.spec import TaskSpec
 from tests.builders import digits_like, finish, linear_classifier, linear_reference, unary_model
+from tests.evaluation.hostile.models import expand_bomb
 
 SPEC = TaskSpec(
     batch_size=16,
@@ -132,7 +147,7 @@ def test_task_requiring_a_gpu_fails_instead_of_scoring_on_cpu() -> None:
 
 def test_cuda_options_follow_the_worker_configuration() -> None:
     device = DeviceConfig(
-        use_cuda=True, device_id=2, gpu_mem_limit=6 << 30, cudnn_conv_algo_search="HEURISTIC"
+        use_cuda=True, device_id=2, gpu_mem_limit=6 << 30, cudnn_conv_algo_search="heuristic"
     )
     (name, options), cpu = device.providers()
     assert (name, cpu) == (CUDA, CPU)
@@ -140,7 +155,7 @@ def test_cuda_options_follow_the_worker_configuration() -> None:
         "device_id": 2,
         "arena_extend_strategy": "kSameAsRequested",
         "cudnn_conv_algo_search": "HEURISTIC",
-        "do_copy_in_default_stream": True,
+        "do_copy_in_default_stream": "1",
         "gpu_mem_limit": 6 << 30,
     }
 
@@ -199,3 +214,176 @@ def test_endless_loop_is_stopped_at_the_time_limit() -> None:
         evaluate(endless_loop_model(), Dataset.from_arrays(digits_like(n=20)), spec, CPU_ONLY)
     assert str(caught.value) == "time limit of 1 s exceeded"
     assert time.monotonic() - started < 10
+
+
+def test_session_options_are_the_workers_not_the_models() -> None:
+    device = DeviceConfig(intra_op_threads=1, inter_op_threads=1, graph_optimization="basic")
+    options = device.session_options()
+    assert options.intra_op_num_threads == 1
+    assert options.inter_op_num_threads == 1
+    assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    assert options.execution_mode == ort.ExecutionMode.ORT_SEQUENTIAL
+    # And they are what the session really runs with.
+    w, b = weights()
+    session = create_session(linear_classifier(w, b), device)
+    assert session.get_session_options().intra_op_num_threads == 1
+    assert session.get_session_options().graph_optimization_level == (
+        ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    )
+
+
+def test_nan_in_a_later_batch_names_that_batch() -> None:
+    # sqrt of a negative pixel is NaN: only row 40 has one, and row 40 is in batch 3 of 16.
+    arrays = digits_like(n=50)
+    arrays["inputs"][40, 0, 0, 0] = -1.0
+    model = finish(
+        helper.make_graph(
+            [
+                helper.make_node("Sqrt", ["input"], ["root"]),
+                helper.make_node("Flatten", ["root"], ["flat"]),
+                helper.make_node("MatMul", ["flat", "W"], ["output"]),
+            ],
+            "sqrt",
+            [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 8, 8])],
+            [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 10])],
+            [numpy_helper.from_array(np.ones((64, 10), np.float32), "W")],
+        )
+    )
+    with pytest.raises(EvaluationError) as caught:
+        evaluate(model, Dataset.from_arrays(arrays), SPEC, CPU_ONLY)
+    assert str(caught.value) == "The model's output contains NaN or infinity (batch 3)."
+
+
+def test_memory_bomb_fails_with_a_plain_message_under_the_memory_limit() -> None:
+    device = DeviceConfig(worker_name="test-worker", cpu_memory_limit_bytes=256 << 20)
+    with (
+        added_memory_limit(device.cpu_memory_limit_bytes),
+        pytest.raises(EvaluationError) as caught,
+    ):
+        evaluate(expand_bomb(), Dataset.from_arrays(digits_like(n=20)), SPEC, device)
+    assert str(caught.value) == (
+        "The model ran out of memory: it needs more than the per-evaluation limit of 256 MB on "
+        "this worker. It asked for 1,562 MB at once (operator Expand)."
+    )
+
+
+def test_memory_limit_stops_a_large_allocation_and_is_lifted_afterwards() -> None:
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    with added_memory_limit(64 << 20) as limit:
+        assert limit is not None and resource.getrlimit(resource.RLIMIT_AS)[0] == limit
+        assert limit - address_space_bytes() <= 64 << 20
+        with pytest.raises(MemoryError):
+            np.ones(256 << 20, dtype=np.uint8)
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+    assert np.ones(256 << 20, dtype=np.uint8).sum() == 256 << 20  # fine once lifted
+
+
+def test_no_memory_limit_when_none_is_configured() -> None:
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    with added_memory_limit(None) as limit:
+        assert limit is None and resource.getrlimit(resource.RLIMIT_AS) == before
+
+
+def test_out_of_memory_is_recognised_from_python_and_onnxruntime_errors() -> None:
+    cpu = DeviceConfig(cpu_memory_limit_bytes=1 << 30)
+    gpu = DeviceConfig(use_cuda=True, gpu_mem_limit=2 << 30)
+    assert str(out_of_memory_error(MemoryError(), cpu)) == (
+        "The model ran out of memory: it needs more than the per-evaluation limit of 1,024 MB on "
+        "this worker."
+    )
+    cuda_text = (
+        "[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Non-zero status code returned while running "
+        "Conv node. Name:'c' Status Message: ... Failed to allocate memory for requested buffer "
+        "of size 4294967296"
+    )
+    assert str(out_of_memory_error(RuntimeError(cuda_text), gpu)) == (
+        "The model ran out of memory: it needs more than the per-evaluation limit of 2,048 MB on "
+        "this worker. It asked for 4,096 MB at once (operator Conv)."
+    )
+    assert out_of_memory_error(RuntimeError("invalid expand shape"), cpu) is None
+
+
+def test_cpu_worker_gets_the_configured_memory_limit_and_a_cuda_worker_none(settings: Any) -> None:
+    settings.EVAL_CPU_MEMORY_LIMIT_MB = 300
+    settings.EVAL_DEVICE = "cpu"
+    assert device_config("w").cpu_memory_limit_bytes == 300 * 1_048_576
+    settings.EVAL_CPU_MEMORY_LIMIT_MB = 0
+    assert device_config("w").cpu_memory_limit_bytes is None
+
+
+class FakeNvml:
+    """The pynvml calls gpu_info makes, for one 80 GB GPU: the only fake in these tests."""
+
+    NVML_TEMPERATURE_GPU = 0
+    TOTAL = 80 * 1024**3
+
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None: ...
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
+        return f"gpu{index}"
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:
+        return "gpu0"
+
+    def nvmlDeviceGetMemoryInfo(self, handle: str) -> Any:
+        return type("Memory", (), {"total": self.TOTAL, "used": 1 << 30})()
+
+    def nvmlDeviceGetUtilizationRates(self, handle: str) -> Any:
+        return type("Rates", (), {"gpu": 3, "memory": 1})()
+
+    def nvmlDeviceGetPowerUsage(self, handle: str) -> int:
+        return 70_000
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: str) -> int:
+        return 700_000
+
+    def nvmlDeviceGetIndex(self, handle: str) -> int:
+        return 0
+
+    def nvmlDeviceGetUUID(self, handle: str) -> str:
+        return "GPU-fake"
+
+    def nvmlDeviceGetName(self, handle: str) -> str:
+        return "NVIDIA H100 80GB HBM3"
+
+    def nvmlDeviceGetTemperature(self, handle: str, sensor: int) -> int:
+        return 40
+
+
+def test_gpu_worker_takes_its_memory_share_and_no_address_space_limit(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("evaluation.gpu._nvml", lambda: FakeNvml())
+    settings.EVAL_DEVICE = "auto"
+    settings.EVAL_GPU_MEMORY_FRACTION = 0.5
+    settings.EVAL_GPU_MEMORY_BYTES = 0
+    settings.EVAL_CPU_MEMORY_LIMIT_MB = 4096
+    device = device_config("gpu0-a")
+    assert CUDA in ort.get_available_providers()  # onnxruntime-gpu is what is installed
+    assert device.use_cuda and device.gpu_mem_limit == FakeNvml.TOTAL // 2
+    assert device.cpu_memory_limit_bytes is None  # CUDA maps far more than an RLIMIT_AS allows
+    assert device.device_name == "NVIDIA H100 80GB HBM3"
+    settings.EVAL_GPU_MEMORY_BYTES = 6 << 30
+    assert device_config("gpu0-a").gpu_mem_limit == 6 << 30
+    settings.EVAL_DEVICE = "cpu"
+    cpu = device_config("gpu0-a")
+    assert not cpu.use_cuda and cpu.cpu_memory_limit_bytes == 4096 * 1_048_576
+
+
+def test_faked_gpu_without_a_driver_still_records_cpu_and_refuses_requires_gpu(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # NVML says "GPU" but CUDA cannot start here: the session falls back and the result says so.
+    monkeypatch.setattr("evaluation.gpu._nvml", lambda: FakeNvml())
+    settings.EVAL_DEVICE = "auto"
+    device = device_config("gpu0-a")
+    w, b = weights()
+    data = Dataset.from_arrays(digits_like(n=20))
+    if create_session(linear_classifier(w, b), device).get_providers()[0] == CUDA:
+        pytest.skip("a real GPU is present")
+    assert evaluate(linear_classifier(w, b), data, SPEC, device).provider == CPU
+    spec = TaskSpec(**{**SPEC.__dict__, "requires_gpu": True})
+    with pytest.raises(
+        EvaluationError, match=r"^CUDA execution provider not available on worker gpu0-a$"
+    ):
+        evaluate(linear_classifier(w, b), data, spec, device)

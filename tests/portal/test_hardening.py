@@ -17,6 +17,7 @@ from django.test import Client
 ROOT = Path(__file__).resolve().parents[2]
 # Settings that tests or a developer's shell may set and production leaves to the defaults.
 UNSET = [
+    "DJANGO_ALLOW_ASYNC_UNSAFE",  # the browser tests set it for their session
     "DEBUG",
     "SECRET_KEY",
     "SECURE_SSL_REDIRECT",

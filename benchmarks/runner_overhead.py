@@ -1,0 +1,178 @@
+"""Runner vs a bare onnxruntime loop, on the same session, data and thread settings.
+
+For each model the same InferenceSession is timed two ways, alternately, several times:
+
+- bare: cut the dataset into fixed-shape batches (padding the last), the warm-up runs, then
+  ``session.run`` on each batch and one concatenation of the outputs, nothing else;
+- runner: ``evaluation.runner.predict``, the runner's whole evaluation loop: batching and padding,
+  warm-up, the watchdog, per-batch timing, shape checks, collecting the real rows, the NaN check.
+
+The figure is the median over rounds of (runner time / bare time) within the same round, so
+drift in machine load between rounds cancels. Each round also times the bare loop a second time:
+the median of (second bare / first bare) is the noise control, and shows how far from 1.000 a
+ratio strays on this machine when nothing differs at all. Scoring (metrics on the predictions) is
+reported on its own: a bare loop computes no metric, so it has nothing to compare with.
+
+Run: ``python -m benchmarks.runner_overhead`` (or ``make bench``, which runs every benchmark).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import onnxruntime as ort
+
+from evaluation.metrics import compute_family
+from evaluation.runner import CUDA, Dataset, DeviceConfig, create_session, predict
+from evaluation.spec import TaskSpec
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    model: bytes
+    data: Dataset
+    spec: TaskSpec
+
+
+def _spec(task: dict[str, object], limit_s: float = 600) -> TaskSpec:
+    return TaskSpec(
+        batch_size=int(task["batch_size"]),  # type: ignore[call-overload]
+        input_shape=tuple(task["input_shape"]),  # type: ignore[arg-type]
+        input_dtype="float32",
+        output_shape=tuple(task["output_shape"]),  # type: ignore[arg-type]
+        metric=str(task["metric"]),
+        max_model_bytes=1 << 30,
+        time_limit_s=limit_s,
+    )
+
+
+def workloads() -> list[Workload]:
+    """The digits logistic-regression baseline and the 3x3 conv depth baseline of the demo."""
+    from submissions.demo import baselines, datasets
+    from submissions.management.commands.seed_demo import TASKS
+
+    digits = baselines.digits_baselines(datasets.load_digits_train())
+    logistic = next(b for b in digits if b.name == "logistic-regression")
+    conv = next(b for b in baselines.depth_baselines() if b.name == "conv-3x3")
+    depth_data = datasets.build_depth_dataset(n=32, seed=0)
+    return [
+        Workload(
+            "digits logistic regression, 1,000 × [1, 8, 8], batch 32",
+            logistic.onnx_bytes,
+            Dataset.from_arrays(datasets.load_digits_test()),
+            _spec(TASKS["digits"]),
+        ),
+        Workload(
+            "depth 3×3 conv, 32 × [3, 448, 448] → [448, 448], batch 8",
+            conv.onnx_bytes,
+            Dataset.from_arrays(depth_data),
+            _spec(TASKS["depth-448"]),
+        ),
+    ]
+
+
+def _padded_batches(inputs: np.ndarray, batch_size: int) -> list[np.ndarray]:
+    batches = []
+    for start in range(0, len(inputs), batch_size):
+        chunk = inputs[start : start + batch_size]
+        if len(chunk) < batch_size:
+            chunk = np.concatenate([chunk, np.repeat(chunk[-1:], batch_size - len(chunk), 0)])
+        batches.append(np.ascontiguousarray(chunk))
+    return batches
+
+
+def bare_loop(
+    session: ort.InferenceSession, inputs: np.ndarray, batch_size: int, warmup: int
+) -> np.ndarray:
+    """What anyone would write with onnxruntime alone to get the predictions of a dataset at a
+    fixed batch shape (with IOBinding on CUDA, as the runner does)."""
+    name, out = session.get_inputs()[0].name, [session.get_outputs()[0].name]
+    batches = _padded_batches(inputs, batch_size)
+    if session.get_providers()[0] != CUDA:
+        for _ in range(warmup):
+            session.run(out, {name: batches[0]})
+        return np.concatenate([session.run(out, {name: b})[0] for b in batches])[: len(inputs)]
+    outputs = []
+    for batch in [batches[0]] * warmup + batches:
+        binding = session.io_binding()
+        binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(batch, "cuda", 0))
+        binding.bind_output(out[0], "cuda", 0)
+        session.run_with_iobinding(binding)
+        outputs.append(binding.copy_outputs_to_cpu()[0])
+    return np.concatenate(outputs[warmup:])[: len(inputs)]
+
+
+def _seconds(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def measure(work: Workload, device: DeviceConfig, budget_s: float) -> dict[str, object]:
+    """Rounds of runner, bare loop and a second bare loop (the noise control), in rotating order,
+    for about ``budget_s`` seconds and at least 7 rounds."""
+    session = create_session(work.model, device)
+    inputs = work.data.inputs.astype(work.spec.input_dtype)
+    size = work.spec.batch_size
+    contestants = {
+        "runner": lambda: predict(session, inputs, work.spec, device),
+        "bare": lambda: bare_loop(session, inputs, size, device.warmup_runs),
+        "control": lambda: bare_loop(session, inputs, size, device.warmup_runs),
+    }
+    order = list(contestants)
+    rounds: list[dict[str, float]] = []
+    deadline = time.monotonic() + budget_s
+    while len(rounds) < 7 or time.monotonic() < deadline:
+        order = order[1:] + order[:1]  # each goes first, second and third in turn
+        rounds.append({name: _seconds(contestants[name]) for name in order})
+    preds, _ = predict(session, inputs, work.spec, device)
+    assert np.array_equal(preds, bare_loop(session, inputs, size, device.warmup_runs))
+    scoring_s = _seconds(lambda: compute_family(work.spec.metric, preds, work.data.targets))
+    return {
+        "workload": work.name,
+        "provider": session.get_providers()[0],
+        "bare_ms": 1000 * statistics.median(r["bare"] for r in rounds),
+        "runner_ms": 1000 * statistics.median(r["runner"] for r in rounds),
+        "ratio": statistics.median(r["runner"] / r["bare"] for r in rounds),
+        "control": statistics.median(r["control"] / r["bare"] for r in rounds),
+        "scoring_ms": 1000 * scoring_s,
+        "repeats": len(rounds),
+    }
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, object]]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=20.0, help="time budget per model")
+    parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: onnxruntime)")
+    parser.add_argument("--cuda", action="store_true", help="ask for the CUDA provider")
+    args = parser.parse_args(argv)
+    device = DeviceConfig(use_cuda=args.cuda, intra_op_threads=args.threads, warmup_runs=2)
+    rows = [measure(work, device, args.seconds) for work in workloads()]
+    print(
+        "| workload | provider | rounds | bare loop (median) | runner (median) "
+        "| runner / bare | control: bare / bare | metrics, once |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(
+            f"| {row['workload']} | {row['provider']} | {row['repeats']} | {row['bare_ms']:.2f} ms "
+            f"| {row['runner_ms']:.2f} ms | {row['ratio']:.3f}× | {row['control']:.3f}× "
+            f"| {row['scoring_ms']:.1f} ms |"
+        )
+    return rows
+
+
+if __name__ == "__main__":
+    import os
+
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    django.setup()  # only for the demo's task table; the runner itself never touches Django
+    main()
