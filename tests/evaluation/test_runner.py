@@ -27,6 +27,8 @@ from evaluation.runner import (
 )
 from evaluation.spec import TaskSpec
 from tests.builders import digits_like, finish, linear_classifier, linear_reference, unary_model
+from tests.evaluation import fake_nvml
+from tests.evaluation.fake_nvml import GIB, FakeGpu, FakeNvml
 from tests.evaluation.hostile.models import expand_bomb
 
 SPEC = TaskSpec(
@@ -311,56 +313,18 @@ def test_cpu_worker_gets_the_configured_memory_limit_and_a_cuda_worker_none(sett
     assert device_config("w").cpu_memory_limit_bytes is None
 
 
-class FakeNvml:
-    """The pynvml calls gpu_info makes, for one 80 GB GPU: the only fake in these tests."""
-
-    NVML_TEMPERATURE_GPU = 0
-    TOTAL = 80 * 1024**3
-
-    def nvmlInit(self) -> None: ...
-    def nvmlShutdown(self) -> None: ...
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
-        return f"gpu{index}"
-
-    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:
-        return "gpu0"
-
-    def nvmlDeviceGetMemoryInfo(self, handle: str) -> Any:
-        return type("Memory", (), {"total": self.TOTAL, "used": 1 << 30})()
-
-    def nvmlDeviceGetUtilizationRates(self, handle: str) -> Any:
-        return type("Rates", (), {"gpu": 3, "memory": 1})()
-
-    def nvmlDeviceGetPowerUsage(self, handle: str) -> int:
-        return 70_000
-
-    def nvmlDeviceGetEnforcedPowerLimit(self, handle: str) -> int:
-        return 700_000
-
-    def nvmlDeviceGetIndex(self, handle: str) -> int:
-        return 0
-
-    def nvmlDeviceGetUUID(self, handle: str) -> str:
-        return "GPU-fake"
-
-    def nvmlDeviceGetName(self, handle: str) -> str:
-        return "NVIDIA H100 80GB HBM3"
-
-    def nvmlDeviceGetTemperature(self, handle: str, sensor: int) -> int:
-        return 40
-
-
 def test_gpu_worker_takes_its_memory_share_and_no_address_space_limit(
     settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("evaluation.gpu._nvml", lambda: FakeNvml())
+    gpu = FakeGpu(name="NVIDIA H100 80GB HBM3", memory_total=80 * GIB)
+    fake_nvml.install(monkeypatch, FakeNvml(gpu))  # the NVML boundary: this machine has no GPU
     settings.EVAL_DEVICE = "auto"
     settings.EVAL_GPU_MEMORY_FRACTION = 0.5
     settings.EVAL_GPU_MEMORY_BYTES = 0
     settings.EVAL_CPU_MEMORY_LIMIT_MB = 4096
     device = device_config("gpu0-a")
     assert CUDA in ort.get_available_providers()  # onnxruntime-gpu is what is installed
-    assert device.use_cuda and device.gpu_mem_limit == FakeNvml.TOTAL // 2
+    assert device.use_cuda and device.gpu_mem_limit == 40 * GIB
     assert device.cpu_memory_limit_bytes is None  # CUDA maps far more than an RLIMIT_AS allows
     assert device.device_name == "NVIDIA H100 80GB HBM3"
     settings.EVAL_GPU_MEMORY_BYTES = 6 << 30
@@ -374,7 +338,8 @@ def test_faked_gpu_without_a_driver_still_records_cpu_and_refuses_requires_gpu(
     settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # NVML says "GPU" but CUDA cannot start here: the session falls back and the result says so.
-    monkeypatch.setattr("evaluation.gpu._nvml", lambda: FakeNvml())
+    gpu = FakeGpu(name="NVIDIA H100 80GB HBM3", memory_total=80 * GIB)
+    fake_nvml.install(monkeypatch, FakeNvml(gpu))  # the NVML boundary: this machine has no GPU
     settings.EVAL_DEVICE = "auto"
     device = device_config("gpu0-a")
     w, b = weights()

@@ -46,6 +46,8 @@ def test_every_hostile_upload_gets_its_own_message_and_a_good_model_still_scores
 ) -> None:
     # A tight memory limit so the bombs (1.6 GB each) fail fast; a good model needs far less.
     settings.EVAL_CPU_MEMORY_LIMIT_MB = 512
+    # 37 uploads in a row: above the hourly upload rate limit, which has tests of its own.
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, "uploads": "1000/hour"}
     arrays = digits_like(n=100, seed=5)
     limits = dict(time_limit_s=TIME_LIMIT_S, max_model_bytes=200_000, submissions_per_day=1000)
     task = make_task(arrays, **limits)
