@@ -81,7 +81,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Work horses are separate processes: the test database must be a file they can open too,
     # and they wait for each other's writes instead of failing with "database is locked".
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    # IMMEDIATE: a transaction takes the write lock when it begins, so two processes never
+    # deadlock upgrading read locks (SQLite answers that with "database is locked" at once).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(timeout=30, transaction_mode="IMMEDIATE")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -58,7 +58,9 @@ RESULT_FIELDS = [
 
 
 class SubmissionSerializer(serializers.ModelSerializer):
-    task = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    task: serializers.SlugRelatedField[Task] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
     url = serializers.SerializerMethodField()
 
     class Meta:
