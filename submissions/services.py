@@ -20,6 +20,7 @@ import django_rq
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.files import File
+from django.core.files.storage import FileSystemStorage
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import F
@@ -282,13 +283,12 @@ def submission_requeue_after_crash(*, submission_id: int, max_attempts: int = 2)
 def task_dataset_path(task: Task) -> Path:
     """The task's dataset on local disk, copied once per version into the worker cache from
     remote storage (see submissions/dataset_cache.py)."""
-    try:
-        return Path(task.dataset.path)
-    except NotImplementedError:  # remote storage (S3) has no local path
-        pass
     if not task.dataset.name:
         raise ValueError(f"task {task.slug} has no dataset file")
-    return cached_copy(task.dataset.storage, task.dataset.name, settings.EVAL_CACHE_DIR)
+    storage = task.dataset.storage
+    if isinstance(storage, FileSystemStorage):  # already on this disk: read it in place
+        return Path(storage.path(task.dataset.name))
+    return cached_copy(storage, task.dataset.name, settings.EVAL_CACHE_DIR)
 
 
 def _stop_job(job_id: str) -> None:
