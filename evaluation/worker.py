@@ -25,6 +25,7 @@ import onnxruntime as ort
 from django import db
 from django.conf import settings
 from rq import Queue
+from rq.exceptions import StopRequested
 from rq.job import Job
 from rq.worker import Worker
 
@@ -123,6 +124,8 @@ class EvaluationWorker(Worker):
                 .values_list("status", flat=True)
                 .first()
             )
+        except StopRequested:
+            raise  # rq's SIGTERM handler raises it wherever the worker is: a warm shutdown
         except Exception as exc:  # Redis or database trouble must not stop the worker
             log.warning("could not read the outcome of submission %s: %s", submission_id, exc)
             return
@@ -163,6 +166,8 @@ class EvaluationWorker(Worker):
         try:
             self._refresh_stats()
             heartbeat.publish(self.connection, self.fleet_state, with_sample=sample)
+        except StopRequested:
+            raise
         except Exception:
             log.exception("worker %s could not publish its heartbeat", self.name)
         if self.fleet_state.state != "stopped":
@@ -188,6 +193,8 @@ class EvaluationWorker(Worker):
     def _maybe_recover(self) -> None:
         try:
             report = recovery.reconcile_if_due(self.connection)
+        except StopRequested:
+            raise
         except Exception:
             log.exception("worker %s: recovery failed; the next heartbeat tries again", self.name)
             return

@@ -11,6 +11,7 @@ from typing import Any
 
 import onnxruntime as ort
 import pytest
+from rq.exceptions import StopRequested
 
 from evaluation import heartbeat
 from evaluation.worker import EvaluationWorker
@@ -170,3 +171,30 @@ def test_only_the_work_horse_creates_onnxruntime_sessions_never_the_worker_proce
     pids = {int(line) for line in record.read_text().split()}
     assert pids and os.getpid() not in pids  # sessions were made, all in work horses
     assert state_of(queue, worker.name).jobs_done == 1
+
+
+@pytest.mark.parametrize(
+    "where", ["evaluation.heartbeat.publish", "evaluation.recovery.reconcile_if_due"]
+)
+def test_a_shutdown_request_during_fleet_bookkeeping_is_not_swallowed(
+    worker: EvaluationWorker, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    # rq's SIGTERM handler raises StopRequested in whatever frame runs when the signal lands.
+    # Bookkeeping that logs and carries on after errors must let it through, or `docker stop`
+    # waits for the kill: a benchmark saw a worker ignore SIGTERM this way.
+    def signal_lands_here(*args: Any, **kwargs: Any) -> None:
+        raise StopRequested()
+
+    monkeypatch.setattr(where, signal_lands_here)
+    with pytest.raises(StopRequested):
+        worker.publish_heartbeat(force=True)
+
+
+def test_an_ordinary_error_while_publishing_is_logged_and_the_worker_goes_on(
+    worker: EvaluationWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def redis_hiccup(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("Redis went away for a moment")
+
+    monkeypatch.setattr("evaluation.heartbeat.publish", redis_hiccup)
+    worker.publish_heartbeat(force=True)  # no exception: the next heartbeat tries again
