@@ -144,7 +144,7 @@ class LeaderboardRowSerializer(serializers.Serializer):
 
 class LeaderboardApiQuerySerializer(serializers.Serializer):
     board = serializers.ChoiceField(choices=["public", "private"], default="public")
-    page = serializers.IntegerField(min_value=1, default=1)
+    page = serializers.IntegerField(min_value=1, max_value=1_000_000, default=1)
     page_size = serializers.IntegerField(min_value=1, max_value=500, default=50)
 
 

@@ -7,13 +7,13 @@ from typing import Any
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal.pagination import BoundedLimitOffsetPagination
 from submissions import selectors
 from submissions.api_serializers import (
     LeaderboardApiQuerySerializer,
@@ -102,7 +102,7 @@ class SubmissionListApi(APIView):
         parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
     )
     def get(self, request: Request) -> Response:
-        paginator = LimitOffsetPagination()
+        paginator = BoundedLimitOffsetPagination()
         page = paginator.paginate_queryset(
             selectors.submissions_of(user=request.user), request, view=self
         )

@@ -25,7 +25,7 @@ class LeaderboardQueryForm(forms.Form):
     )
     sort = forms.ChoiceField(choices=[(c, c) for c in SORT_COLUMNS], required=False)
     dir = forms.ChoiceField(choices=[("asc", "asc"), ("desc", "desc")], required=False)
-    page = forms.IntegerField(min_value=1, required=False)
+    page = forms.IntegerField(min_value=1, max_value=1_000_000, required=False)
 
     def value(self, name: str, default: Any) -> Any:
         self.is_valid()  # cleaned_data then holds only the fields that were valid

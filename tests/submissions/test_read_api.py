@@ -87,3 +87,18 @@ def test_hidden_leaderboard_is_404_for_participants(make_task: Any, alice: Any) 
     client = APIClient()
     client.force_authenticate(alice)
     assert client.get("/api/tasks/digits/leaderboard/").status_code == 404
+
+
+def test_absurd_pagination_is_clamped_not_a_server_error(make_task: Any, alice: Any) -> None:
+    # Found by the schema fuzzer: an offset beyond 64 bits made PostgreSQL raise (a 500).
+    scored(make_task(), alice, 0.5)
+    client = APIClient()
+    client.force_authenticate(alice)
+    huge = str(10**30)
+    response = client.get("/api/submissions/", {"offset": huge, "limit": huge}, secure=True)
+    assert response.status_code == 200
+    assert response.json()["results"] == []
+    board = APIClient().get("/api/tasks/digits/leaderboard/", {"page": huge}, secure=True)
+    assert board.status_code == 400
+    page = APIClient().get("/tasks/digits/", {"page": huge}, secure=True)
+    assert page.status_code == 200
