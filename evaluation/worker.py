@@ -27,6 +27,7 @@ from django.conf import settings
 from rq import Queue
 from rq.exceptions import StopRequested
 from rq.job import Job
+from rq.utils import now
 from rq.worker import Worker
 
 from evaluation import heartbeat, recovery
@@ -43,6 +44,13 @@ def submission_id_of(job: Job) -> int | None:
     if job.func_name != "evaluation.jobs.evaluate_submission" or not job.args:
         return None
     return int(job.args[0])
+
+
+def _overran(job: Job) -> bool:
+    """Whether the job ran past its rq timeout, after which rq kills the horse itself."""
+    if job.started_at is None or job.timeout in (None, -1):
+        return False
+    return (now() - job.started_at).total_seconds() >= float(job.timeout)
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -139,7 +147,22 @@ class EvaluationWorker(Worker):
         submission_id = submission_id_of(job)
         if submission_id is None:
             return
-        outcome = services.submission_requeue_after_crash(submission_id=submission_id)
+        if _overran(job):
+            # rq kills a horse only after its timeout (+60 s): the run hung where the watchdog
+            # cannot reach (onnxruntime loading or optimising the model). A retry would hang too.
+            services.submission_fail(
+                submission_id=submission_id,
+                message=(
+                    f"Time limit exceeded: the evaluation was still running after {job.timeout} s "
+                    "(the task's limit plus the time allowed for loading), most likely while "
+                    "onnxruntime was loading or optimising the model. Check that the model "
+                    "loads quickly with onnxruntime on your machine."
+                ),
+                log_text=f"work horse killed after its job timeout; waitpid status {ret_val}",
+            )
+            outcome = "failed: overran its job timeout"
+        else:
+            outcome = services.submission_requeue_after_crash(submission_id=submission_id)
         log.warning(
             "work horse for submission %s died (status %s): %s", submission_id, ret_val, outcome
         )
