@@ -22,7 +22,7 @@ DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # not session: see the comment below
 def browser() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium package")
@@ -30,6 +30,8 @@ def browser() -> Iterator[Any]:
 
     # Playwright's sync API runs an event loop in this thread, and Django refuses ORM calls
     # where a loop runs. The test code itself is synchronous, so the check does not apply.
+    # Both end with this module: later tests fork work horses from this process, and one of
+    # them failed with a shared-connection error ("no results to fetch") while they lingered.
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     try:
