@@ -21,7 +21,6 @@ import itertools
 import os
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -97,22 +96,15 @@ class Workers:
         from django_rq import get_connection
         from rq import Worker
 
+        from evaluation.worker import worker_command
+
         self.log_dir.mkdir(parents=True, exist_ok=True)
         names = [f"bench-{os.getpid()}-{i}" for i in range(self.count)]
         for name in names:
             log = (self.log_dir / f"{name}.log").open("wb")
             self.procs.append(
                 subprocess.Popen(
-                    [
-                        sys.executable,
-                        "manage.py",
-                        "rqworker",
-                        settings.EVALUATION_QUEUE,
-                        "--worker-class",
-                        "evaluation.worker.EvaluationWorker",
-                        "--name",
-                        name,
-                    ],
+                    worker_command(name),
                     cwd=ROOT,
                     stdout=log,
                     stderr=subprocess.STDOUT,

@@ -18,6 +18,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import time
 from typing import Any
 
@@ -38,6 +39,14 @@ from submissions.models import Submission
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def worker_command(name: str, *, burst: bool = False) -> list[str]:
+    """The command that runs one evaluation worker (from the project directory), as the README,
+    the demo, the benchmarks and the tests start it."""
+    command = [sys.executable, "manage.py", "rqworker", settings.EVALUATION_QUEUE]
+    command += ["--worker-class", f"{__name__}.EvaluationWorker", "--name", name]
+    return [*command, "--burst"] if burst else command
 
 
 def submission_id_of(job: Job) -> int | None:

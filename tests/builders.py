@@ -10,6 +10,19 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from evaluation.spec import TaskSpec
+
+# The digits-like task most engine tests use: batch 16 of [1, 8, 8] float32 -> 10 scores.
+DIGITS_SPEC = TaskSpec(
+    batch_size=16,
+    input_shape=(1, 8, 8),
+    input_dtype="float32",
+    output_shape=(10,),
+    metric="accuracy",
+    max_model_bytes=1_000_000,
+    time_limit_s=30,
+)
+
 OPSET = 17
 IR_VERSION = 9  # onnxruntime 1.31 loads IR <= 13; onnx 1.23 would write 14 by default
 

@@ -8,7 +8,6 @@ import django_rq
 import numpy as np
 import pytest
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -116,6 +115,3 @@ def make_task(db: Any) -> Callable[..., Task]:
 
 def onnx_upload(data: bytes, name: str = "model.onnx") -> SimpleUploadedFile:
     return SimpleUploadedFile(name, data, content_type="application/octet-stream")
-
-
-_ = get_user_model

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +13,8 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
+
+from evaluation.worker import worker_command
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -93,8 +94,7 @@ def live_worker(queue: Any, live_portal: str) -> Iterator[subprocess.Popen[bytes
         "EVAL_DEVICE": "cpu",
         "SECRET_KEY": settings.SECRET_KEY,
     }
-    command = [sys.executable, "manage.py", "rqworker", settings.EVALUATION_QUEUE]
-    command += ["--worker-class", "evaluation.worker.EvaluationWorker"]
+    command = worker_command("browser-test-worker")
     worker = subprocess.Popen(command, cwd=settings.BASE_DIR, env=env)
     try:
         yield worker

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import default_storage
 from rest_framework.test import APIClient
 
+from evaluation.worker import worker_command
 from submissions import dataset_cache, services
 from submissions.models import Submission
 from tests.builders import digits_like, linear_classifier, linear_reference, npz_bytes
@@ -125,8 +125,7 @@ def test_a_worker_on_another_host_needs_only_the_connection_settings(
         "EVAL_CACHE_DIR": str(host2 / "cache"),
         "MEDIA_ROOT": str(host2 / "media"),
     }
-    worker = [sys.executable, "manage.py", "rqworker", "evaluation", "--burst"]
-    worker += ["--worker-class", "evaluation.worker.EvaluationWorker", "--name", "host2-gpu0"]
+    worker = worker_command("host2-gpu0", burst=True)
 
     result = subprocess.run(worker, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
 

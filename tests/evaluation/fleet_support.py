@@ -11,7 +11,6 @@ import itertools
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from django.db import connection
 from onnx import TensorProto, helper, numpy_helper
 
 from evaluation import heartbeat
+from evaluation.worker import worker_command
 from submissions.models import Submission
 from submissions.services import submission_create
 from tests.builders import finish, linear_classifier
@@ -153,16 +153,7 @@ def start_worker(
 
     def start(name: str, **extra: str) -> WorkerProcess:
         log_path = tmp_path / f"{name}.log"
-        command = [
-            sys.executable,
-            "manage.py",
-            "rqworker",
-            settings.EVALUATION_QUEUE,
-            "--worker-class",
-            "evaluation.worker.EvaluationWorker",
-            "--name",
-            name,
-        ]
+        command = worker_command(name)
         with log_path.open("wb") as out:
             process = subprocess.Popen(
                 command, cwd=BASE_DIR, env=worker_env(extra), stdout=out, stderr=subprocess.STDOUT

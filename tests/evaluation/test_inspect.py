@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,17 +13,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from evaluation.inspect import ModelRejected, inspect_model, runtime_limits
 from evaluation.spec import TaskSpec
-from tests.builders import IR_VERSION, finish, linear_classifier, unary_model
+from tests.builders import DIGITS_SPEC, IR_VERSION, finish, linear_classifier, unary_model
 
-SPEC = TaskSpec(
-    batch_size=16,
-    input_shape=(1, 8, 8),
-    input_dtype="float32",
-    output_shape=(10,),
-    metric="accuracy",
-    max_model_bytes=1_000_000,
-    time_limit_s=60,
-)
+SPEC = DIGITS_SPEC
 
 
 def write(tmp_path: Path, data: bytes) -> Path:
@@ -68,7 +61,7 @@ def test_truncated_model_is_refused_as_not_onnx(tmp_path: Path) -> None:
 
 
 def test_model_over_the_size_limit_is_refused(tmp_path: Path) -> None:
-    spec = TaskSpec(**{**SPEC.__dict__, "max_model_bytes": 100})
+    spec = replace(SPEC, max_model_bytes=100)
     message = refusal(tmp_path, good_model(), spec)
     assert message.startswith("The model is 0.0 MB; this task accepts models up to 0.0 MB")
 

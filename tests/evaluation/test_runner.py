@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import resource
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -25,21 +26,19 @@ from evaluation.runner import (
     evaluate,
     out_of_memory_error,
 )
-from evaluation.spec import TaskSpec
-from tests.builders import digits_like, finish, linear_classifier, linear_reference, unary_model
+from tests.builders import (
+    DIGITS_SPEC,
+    digits_like,
+    finish,
+    linear_classifier,
+    linear_reference,
+    unary_model,
+)
 from tests.evaluation import fake_nvml
 from tests.evaluation.fake_nvml import GIB, FakeGpu, FakeNvml
 from tests.evaluation.hostile.models import expand_bomb
 
-SPEC = TaskSpec(
-    batch_size=16,
-    input_shape=(1, 8, 8),
-    input_dtype="float32",
-    output_shape=(10,),
-    metric="accuracy",
-    max_model_bytes=10_000_000,
-    time_limit_s=30,
-)
+SPEC = DIGITS_SPEC
 CPU_ONLY = DeviceConfig(worker_name="test-worker", warmup_runs=1)
 
 
@@ -103,7 +102,7 @@ def test_every_run_uses_exactly_the_task_batch_shape() -> None:
     zeros = numpy_helper.from_array(np.zeros((64, 10), np.float32), "zeros")
     model = finish(helper.make_graph(nodes, "echo", [x], [y], [zeros]))
     arrays = {"inputs": digits_like(n=20)["inputs"], "targets": np.zeros((20, 10), np.float32)}
-    spec = TaskSpec(**{**SPEC.__dict__, "metric": "mae"})
+    spec = replace(SPEC, metric="mae")
     result = evaluate(model, Dataset.from_arrays(arrays), spec, CPU_ONLY)
     assert result.metrics["mae"] == pytest.approx(16.0)  # every row saw a batch of 16
 
@@ -140,7 +139,7 @@ def test_model_that_onnxruntime_cannot_load_fails_with_its_reason() -> None:
 
 
 def test_task_requiring_a_gpu_fails_instead_of_scoring_on_cpu() -> None:
-    spec = TaskSpec(**{**SPEC.__dict__, "requires_gpu": True})
+    spec = replace(SPEC, requires_gpu=True)
     w, b = weights()
     with pytest.raises(EvaluationError) as caught:
         evaluate(linear_classifier(w, b), Dataset.from_arrays(digits_like(n=20)), spec, CPU_ONLY)
@@ -210,7 +209,7 @@ def endless_loop_model() -> bytes:
 
 
 def test_endless_loop_is_stopped_at_the_time_limit() -> None:
-    spec = TaskSpec(**{**SPEC.__dict__, "time_limit_s": 1})
+    spec = replace(SPEC, time_limit_s=1)
     started = time.monotonic()
     with pytest.raises(EvaluationError) as caught:
         evaluate(endless_loop_model(), Dataset.from_arrays(digits_like(n=20)), spec, CPU_ONLY)
@@ -347,7 +346,7 @@ def test_faked_gpu_without_a_driver_still_records_cpu_and_refuses_requires_gpu(
     if create_session(linear_classifier(w, b), device).get_providers()[0] == CUDA:
         pytest.skip("a real GPU is present")
     assert evaluate(linear_classifier(w, b), data, SPEC, device).provider == CPU
-    spec = TaskSpec(**{**SPEC.__dict__, "requires_gpu": True})
+    spec = replace(SPEC, requires_gpu=True)
     with pytest.raises(
         EvaluationError, match=r"^CUDA execution provider not available on worker gpu0-a$"
     ):

@@ -6,12 +6,12 @@ Workers are separate processes (the same command a GPU host runs); they stop wit
 from __future__ import annotations
 
 import subprocess
-import sys
 from typing import Any
 
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
+from evaluation.worker import worker_command
 from submissions.management.commands.seed_demo import DEMO_USERS
 
 
@@ -23,21 +23,7 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, default=2)
 
     def handle(self, *args: Any, port: int, workers: int, **options: Any) -> None:
-        procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "manage.py",
-                    "rqworker",
-                    "evaluation",
-                    "--worker-class",
-                    "evaluation.worker.EvaluationWorker",
-                    "--name",
-                    f"demo-worker-{i + 1}",
-                ]
-            )
-            for i in range(workers)
-        ]
+        procs = [subprocess.Popen(worker_command(f"demo-worker-{i + 1}")) for i in range(workers)]
         logins = ", ".join(f"{u} / {p}" for u, p, _ in DEMO_USERS)
         self.stdout.write(
             self.style.SUCCESS(
