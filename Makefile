@@ -1,13 +1,15 @@
 # The two commands: `make demo` runs the portal with demo tasks on embedded defaults;
-# `make test` runs the whole test suite. Both create .venv and install the project first.
+# `make test` runs the whole test suite, browser tests included. Both create .venv and install the
+# project first. `make stop` stops whatever the demo or the tests of this checkout left running.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PORT ?= 8000
 WORKERS ?= 2
+VAR_DIR ?= $(CURDIR)/var
 
-.PHONY: venv demo test lint typecheck bench clean
+.PHONY: venv demo test browser lint typecheck bench gpu-check stop clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,24 +25,42 @@ demo: venv
 	DEBUG=1 $(BIN)/python manage.py rundemo --port $(PORT) --workers $(WORKERS)
 
 # Tests use their own var/ directory (embedded Redis and SQLite file) unless DATABASE_URL and
-# REDIS_URL point at real servers, as .ci/run does.
-test: venv
+# REDIS_URL point at real servers, as .ci/run does. They test what CI tests: the browser tests
+# need Chromium, which `browser` installs (as root) or names the command that does.
+test: venv browser
 	SECRET_KEY=$${SECRET_KEY:-insecure-test-only-key} PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/test} \
 		$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+browser:
+	@sh .ci/install-browser
 
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# django-stubs imports the settings, and mypy leaves with os._exit (no atexit): a REDIS_URL that
+# nothing connects to keeps the settings import from starting an embedded Redis it would leave.
 typecheck: venv
-	DEBUG=1 $(BIN)/mypy portal submissions evaluation
+	DEBUG=1 REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:6379/0} $(BIN)/mypy portal submissions evaluation
 
-# Issue 3's figures (README, Benchmarks): runner vs bare onnxruntime, latency, throughput.
+# Issue 3's figures (docs/benchmarks.md): runner vs bare onnxruntime, latency, throughput.
 # Latency and throughput need DATABASE_URL (PostgreSQL) and REDIS_URL; without them only the
 # runner benchmark runs (SQLite cannot take several workers writing at once).
+# Without REDIS_URL the embedded Redis serves, which only DEBUG allows outside the tests.
 bench: venv
-	SECRET_KEY=$${SECRET_KEY:-insecure-bench-only-key} PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/bench} \
+	$(if $(REDIS_URL),,DEBUG=$${DEBUG:-1}) SECRET_KEY=$${SECRET_KEY:-insecure-bench-only-key} PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/bench} \
 		$(BIN)/python -m benchmarks
 
-clean:
+# The first thing to run on a new GPU host, with the worker's environment (docs/operations.md,
+# "GPU acceptance check"): exits 1 on any failed check, or when there is no GPU at all.
+gpu-check: venv
+	$(if $(REDIS_URL),,DEBUG=$${DEBUG:-1}) SECRET_KEY=$${SECRET_KEY:-insecure-gpu-check-only-key} \
+		$(BIN)/python manage.py gpu_check --require-gpu
+
+# Every process the demo or the tests of this checkout started, found by its pid file under var/
+# (the demo and the test session stop their own on exit; this is for one that was killed outright).
+stop:
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -m portal.pidfiles stop $(VAR_DIR); fi
+
+clean: stop
 	rm -rf var staticfiles .pytest_cache .mypy_cache .ruff_cache

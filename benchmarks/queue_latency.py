@@ -57,6 +57,7 @@ def _fixtures() -> tuple[Any, Any, bytes]:
     _cleanup()
     user = get_user_model().objects.create_user("bench-user")
     fields = {**TASKS["digits"], "title": "Benchmark digits", "submissions_per_day": 100_000}
+    fields["queued_per_user"] = 100_000  # one user sends the whole burst
     task = Task(slug=TASK_SLUG, **fields)
     buffer = io.BytesIO()
     np.savez(buffer, **datasets.load_digits_test())  # type: ignore[arg-type]

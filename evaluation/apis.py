@@ -8,8 +8,9 @@ from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from prometheus_client import CONTENT_TYPE_LATEST
+from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -17,8 +18,19 @@ from rest_framework.views import APIView
 
 from evaluation import fleet
 from evaluation.prometheus import render_metrics
+from portal.openapi import BAD_REQUEST
+from portal.request_params import params_validated
 
 MAX_HISTORY = 2000
+
+
+class WorkerListQuerySerializer(serializers.Serializer):
+    history = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_HISTORY,
+        default=fleet.SPARKLINE_POINTS,
+        help_text="Samples of history per worker.",
+    )
 
 
 class WorkerListApi(APIView):
@@ -27,17 +39,12 @@ class WorkerListApi(APIView):
     permission_classes = [AllowAny]
 
     @extend_schema(
-        parameters=[OpenApiParameter("history", int, description="Samples of history per worker")],
-        responses={200: OpenApiTypes.OBJECT},
+        parameters=[WorkerListQuerySerializer],
+        responses={200: OpenApiTypes.OBJECT, 400: BAD_REQUEST},
     )
     def get(self, request: Request) -> Response:
-        try:
-            history = min(
-                int(request.query_params.get("history", fleet.SPARKLINE_POINTS)), MAX_HISTORY
-            )
-        except ValueError:
-            return Response({"history": ["Give a whole number of samples."]}, status=400)
-        cards = fleet.worker_cards(history=max(history, 0))
+        query = params_validated(WorkerListQuerySerializer, request.query_params)
+        cards = fleet.worker_cards(viewer=request.user, history=query["history"])
         staff = bool(request.user.is_staff)
         return Response({"workers": [card.as_dict(staff=staff) for card in cards]})
 

@@ -12,15 +12,14 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import django_rq
 from django.conf import settings
-from django.db.models import Count, OuterRef, Q, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Q
 from django.utils import timezone
 from redis import Redis
 
-from evaluation import heartbeat
-from submissions.models import Submission, Task
+from evaluation import heartbeat, memory_plan, queues
+from submissions import turns
+from submissions.models import DeviceClass, Submission, Task
 
 Status = Submission.Status
 SPARKLINE_POINTS = 120  # the last 10 minutes at the default 5 s heartbeat; the API can ask more
@@ -48,6 +47,7 @@ class WorkerCard:
     host: str = ""  # staff only
     pid: int | None = None  # staff only
     horse_pid: int | None = None  # staff only
+    cuda_problem: str = ""  # why this worker does not use CUDA (its start-up self-test failed)
 
     @property
     def memory_used_fraction(self) -> float | None:
@@ -72,20 +72,19 @@ class WorkerCard:
 
 
 def _connection() -> Redis:
-    return django_rq.get_connection(settings.EVALUATION_QUEUE)
+    return queues.evaluation_redis()
 
 
-def gpu_tasks() -> list[str]:
-    """Slugs of open tasks whose submissions fail on a worker without a GPU."""
-    return list(Task.objects.filter(requires_gpu=True).values_list("slug", flat=True))
+def _is_staff(viewer: Any) -> bool:
+    return bool(getattr(viewer, "is_staff", False))
 
 
-def _warnings(
-    state: heartbeat.WorkerState, online: bool, age: float, needs_gpu: list[str]
-) -> list[str]:
+def _warnings(state: heartbeat.WorkerState, online: bool, age: float) -> list[str]:
     found: list[str] = []
     if not online:
-        if state.state == "stopped":
+        if state.state == "stopped" and state.cuda_problem:
+            found.append(f"Refused to start: {state.cuda_problem}")
+        elif state.state == "stopped":
             found.append("Stopped: the worker shut down cleanly.")
         else:
             found.append(f"No heartbeat for {age:.0f} s: the worker is offline.")
@@ -102,35 +101,47 @@ def _warnings(
         found.append(f"{which} {used / total:.0%} full.")
     if state.gpu_problem:
         found.append(f"GPU problem: {state.gpu_problem}.")
-    if state.device == "cpu" and needs_gpu:
-        found.append(
-            "Runs on CPU, but " + ", ".join(needs_gpu) + " require(s) a GPU: those "
-            "submissions fail on this worker."
-        )
+    if state.cuda_problem:
+        found.append(f"Not using CUDA: {state.cuda_problem}")
     return found
 
 
-def _current_jobs(ids: list[int]) -> dict[int, dict[str, Any]]:
-    """What the busy workers are evaluating, in one query (no owner: cards are public)."""
+def _current_jobs(ids: list[int], *, staff: bool) -> dict[int, dict[str, Any]]:
+    """What the busy workers are evaluating, in one query (no owner: cards are public).
+
+    A hidden task's slug is named to staff only; anyone else sees ``task: None``.
+    """
     if not ids:
         return {}
-    rows = Submission.objects.filter(pk__in=ids).values("id", "task__slug", "progress", "status")
+    rows = Submission.objects.filter(pk__in=ids, status=Status.RUNNING).values(
+        "id", "task__slug", "task__is_hidden", "progress"
+    )
     return {
-        r["id"]: {"id": r["id"], "task": r["task__slug"], "progress": r["progress"]}
+        r["id"]: {
+            "id": r["id"],
+            "task": r["task__slug"] if staff or not r["task__is_hidden"] else None,
+            "progress": r["progress"],
+        }
         for r in rows
-        if r["status"] == Status.RUNNING
     }
 
 
 def worker_cards(
-    *, task: Task | None = None, history: int = SPARKLINE_POINTS, connection: Redis | None = None
+    *,
+    viewer: Any = None,
+    task: Task | None = None,
+    history: int = SPARKLINE_POINTS,
+    connection: Redis | None = None,
 ) -> list[WorkerCard]:
-    """Every worker seen in the last day: online ones first, then by name."""
+    """Every worker seen in the last day, as ``viewer`` may see it: online first, then by name.
+
+    ``task`` (one the viewer may see) judges the cards against that task alone.
+    """
     connection = connection or _connection()
     states = heartbeat.read_states(connection)
-    needs_gpu = gpu_tasks() if task is None else [task.slug] * task.requires_gpu
     samples = heartbeat.read_history(connection, [s.name for s in states], limit=history)
-    jobs = _current_jobs([s.submission_id for s in states if s.submission_id])
+    staff = _is_staff(viewer)
+    jobs = _current_jobs([s.submission_id for s in states if s.submission_id], staff=staff)
     now = time.time()
     cards = []
     for s in states:
@@ -153,14 +164,20 @@ def worker_cards(
                 no_gpu_reason=s.no_gpu_reason,
                 memory_share=s.memory_share,
                 host_stats=s.host_stats,
-                warnings=_warnings(s, online, age, needs_gpu),
+                warnings=_warnings(s, online, age),
                 history=samples.get(s.name, []),
                 host=s.host,
                 pid=s.pid,
                 horse_pid=s.horse_pid if online else None,
+                cuda_problem=s.cuda_problem,
             )
         )
     return sorted(cards, key=lambda c: (not c.online, c.name))
+
+
+def gpu_plans(*, connection: Redis | None = None) -> list[memory_plan.GpuPlan]:
+    """Each GPU's memory plan: its online CUDA workers' shares plus a CUDA context each."""
+    return memory_plan.plans_of(heartbeat.read_states(connection or _connection()))
 
 
 def _median_wait_s(since: Any) -> float | None:
@@ -173,28 +190,71 @@ def _median_wait_s(since: Any) -> float | None:
     return round(statistics.median(waits), 1) if waits else None
 
 
-def my_queue_positions(user: Any) -> list[dict[str, Any]]:
-    """Each of the user's queued submissions with its place in the queue (1 = next)."""
+def my_queue_positions(user: Any, workers: dict[str, int]) -> list[dict[str, Any]]:
+    """Each of the user's queued submissions with its place in its device class's fair order
+    (1 = next) and an estimated start."""
     if not getattr(user, "is_authenticated", False):
         return []
-    ahead = (
-        Submission.objects.filter(status=Status.QUEUED)
-        .filter(
-            Q(created_at__lt=OuterRef("created_at"))
-            | Q(created_at=OuterRef("created_at"), id__lt=OuterRef("id"))
-        )
-        .order_by()
-        .values("status")  # one group: a count of the rows ahead, in the same query
-        .annotate(n=Count("id"))
-        .values("n")
-    )
-    mine = (
+    mine = list(
         Submission.objects.filter(status=Status.QUEUED, user=user)
-        .annotate(ahead=Coalesce(Subquery(ahead), 0))
         .select_related("task")
         .order_by("created_at", "id")
     )
-    return [{"id": s.pk, "task": s.task.slug, "position": s.ahead + 1} for s in mine]
+    positions = turns.queue_positions(submissions=mine)
+    stats: dict[str, turns.ClassQueue] = {}
+    found = []
+    for s in mine:
+        device_class = s.task.device_class_slug
+        if device_class not in stats:
+            online = workers.get(device_class, 0)
+            stats[device_class] = turns.class_queue_get(
+                device_class=device_class, workers_online=online
+            )
+        position = positions[s.pk]
+        found.append(
+            {
+                "id": s.pk,
+                "task": s.task.slug,
+                "device_class": device_class,
+                "position": position,
+                "estimated_wait_s": stats[device_class].estimated_wait_s(position),
+                "waiting_for_device": not stats[device_class].workers_online,
+            }
+        )
+    return found
+
+
+def device_classes(workers: dict[str, int]) -> list[dict[str, Any]]:
+    """Every device class with its queue, its online workers, and a warning for operators when
+    submissions (or tasks) of the class have no worker to run them."""
+    found = []
+    for c in DeviceClass.objects.annotate(tasks_count=Count("tasks")):
+        stats = turns.class_queue_get(device_class=c.slug, workers_online=workers.get(c.slug, 0))
+        warning = ""
+        if not stats.workers_online and (stats.queued or c.tasks_count):
+            warning = (
+                f"No worker of device class {c.slug} is online: {stats.queued} submission(s) "
+                f"of its {c.tasks_count} task(s) wait. Start a worker that serves it "
+                f"(EVAL_DEVICE_CLASSES={c.slug}, or a GPU whose name contains "
+                f"{c.gpu_name_contains!r})."
+                if c.gpu_name_contains
+                else f"No worker of device class {c.slug} is online: {stats.queued} "
+                f"submission(s) of its {c.tasks_count} task(s) wait. Start a worker that serves "
+                f"it (EVAL_DEVICE_CLASSES={c.slug})."
+            )
+        found.append(
+            {
+                "slug": c.slug,
+                "name": c.name,
+                "queued": stats.queued,
+                "running": stats.running,
+                "workers_online": stats.workers_online,
+                "median_run_s": stats.median_run_s,
+                "estimated_wait_s_next": stats.estimated_wait_s(stats.queued + 1),
+                "warning": warning,
+            }
+        )
+    return found
 
 
 def queue_stats(*, user: Any = None, connection: Redis | None = None) -> dict[str, Any]:
@@ -206,15 +266,17 @@ def queue_stats(*, user: Any = None, connection: Redis | None = None) -> dict[st
         failed_24h=_count(Q(status=Status.FAILED, finished_at__gte=since)),
         cancelled_24h=_count(Q(status=Status.CANCELLED, finished_at__gte=since)),
     )
-    cards = worker_cards(history=0, connection=connection)
-    queue = django_rq.get_queue(settings.EVALUATION_QUEUE)
+    cards = worker_cards(viewer=user, history=0, connection=connection)
+    workers = queues.online_classes(connection or _connection())
+    classes = device_classes(workers)
     return {
         **counts,
         "median_wait_s_24h": _median_wait_s(since),
-        "jobs_in_redis": queue.count,
+        "jobs_in_redis": sum(queues.class_queue(c["slug"], connection).count for c in classes),
         "workers_online": sum(c.online for c in cards),
         "workers_busy": sum(c.state == "busy" for c in cards),
-        "mine": my_queue_positions(user),
+        "device_classes": classes,
+        "mine": my_queue_positions(user, workers),
     }
 
 

@@ -220,3 +220,65 @@ def host_info() -> HostInfo:
         memory_total=int(memory.total),
         memory_used=int(memory.total - memory.available),
     )
+
+
+def _read_safely(index: int | None, uuid: str | None, read: Any) -> dict[str, Any]:
+    """``read(nvml, handle)`` for one GPU, or {} when NVML or the GPU cannot be read."""
+    try:
+        nvml = _nvml()
+    except Exception as exc:
+        log.debug("NVML unavailable: %s", exc)
+        return {}
+    if nvml is None:
+        return {}
+    try:
+        return dict(read(nvml, _handle(nvml, index, uuid)))
+    except Exception as exc:
+        log.warning("%s", _why_unreadable(exc, uuid or f"#{index or 0}"))
+        return {}
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception as exc:
+            log.debug("nvmlShutdown failed: %s", exc)
+
+
+def gpu_facts(index: int | None = 0, uuid: str | None = None) -> dict[str, Any]:
+    """What does not change while a model is timed: the GPU's name and UUID, the driver and the
+    CUDA version it supports (nvmlSystemGetCudaDriverVersion, e.g. 12040 → "12.4")."""
+
+    def read(nvml: Any, handle: Any) -> dict[str, Any]:
+        cuda = _optional(nvml.nvmlSystemGetCudaDriverVersion)
+        return {
+            "gpu_name": _as_str(nvml.nvmlDeviceGetName(handle)),
+            "gpu_uuid": _as_str(nvml.nvmlDeviceGetUUID(handle)),
+            "driver": _as_str(_optional(nvml.nvmlSystemGetDriverVersion) or ""),
+            "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else "",
+        }
+
+    return _read_safely(index, uuid, read)
+
+
+def gpu_sample(
+    index: int | None = 0, uuid: str | None = None, pid: int | None = None
+) -> dict[str, Any]:
+    """The GPU as it is now: SM and memory clocks (MHz), temperature, power, and the device
+    memory process ``pid`` holds (NVML's per-process usedGpuMemory; None when NVML lists no such
+    process, e.g. a worker in its own PID namespace, or cannot tell)."""
+
+    def read(nvml: Any, handle: Any) -> dict[str, Any]:
+        power = _optional(nvml.nvmlDeviceGetPowerUsage, handle)
+        sample: dict[str, Any] = {
+            "sm_clock_mhz": _optional(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM),
+            "memory_clock_mhz": _optional(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_MEM),
+            "temperature_c": _optional(
+                nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU
+            ),
+            "power_w": power / 1000.0 if power is not None else None,
+        }
+        if pid is not None:
+            mine = [p.used_memory for p in _processes(nvml, handle) if p.pid == pid]
+            sample["process_memory_bytes"] = mine[0] if mine else None
+        return sample
+
+    return _read_safely(index, uuid, read)

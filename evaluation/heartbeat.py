@@ -64,9 +64,11 @@ class WorkerState:
     jobs_done: int = 0
     jobs_failed: int = 0
     memory_share: int | None = None  # bytes of GPU memory this worker may use
+    device_classes: list[str] = field(default_factory=list)  # whose queues it listens to
     gpu: dict[str, Any] | None = None
     gpu_problem: str = ""
     no_gpu_reason: str = ""
+    cuda_problem: str = ""  # why this worker does not use CUDA (its start-up self-test failed)
     host_stats: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -96,11 +98,17 @@ def sample_of(state: WorkerState) -> dict[str, Any]:
     }
 
 
-def publish(connection: Redis, state: WorkerState, *, with_sample: bool = True) -> None:
-    """Write the worker's state (and a history sample) in one round trip."""
-    state.last_heartbeat = time.time()
+def publish(
+    connection: Redis, state: WorkerState, *, with_sample: bool = True, now: float | None = None
+) -> None:
+    """Write the worker's state (and a history sample) in one round trip.
+
+    One MULTI/EXEC: the hash is replaced whole (no field of an older state survives), and a
+    reader between the delete and the write would see the worker missing, so none can be.
+    """
+    state.last_heartbeat = time.time() if now is None else now
     encoded = {k: json.dumps(v) for k, v in asdict(state).items()}
-    with connection.pipeline(transaction=False) as pipe:
+    with connection.pipeline(transaction=True) as pipe:
         pipe.delete(worker_key(state.name))
         pipe.hset(worker_key(state.name), mapping=encoded)  # type: ignore[arg-type]
         pipe.expire(worker_key(state.name), FORGET_AFTER_S)
@@ -141,6 +149,20 @@ def is_online(state: WorkerState, now: float | None = None) -> bool:
         return False
     age = (now if now is not None else time.time()) - state.last_heartbeat
     return age <= settings.EVAL_HEARTBEAT_STALE_S
+
+
+def lost_its_work(state: WorkerState | None, started_at: float | None, now: float) -> bool:
+    """Whether the worker named on a running submission provably no longer evaluates it.
+
+    Proof is a heartbeat that went stale or said "stopped", or a worker of that name that started
+    after the submission did (restarted under the same name). No heartbeat at all proves nothing:
+    Redis may just have lost them all.
+    """
+    if state is None:
+        return False
+    if not is_online(state, now):
+        return True
+    return started_at is not None and state.started_at > started_at + 1.0
 
 
 def live_claims(connection: Redis, now: float | None = None) -> dict[int, str]:

@@ -8,7 +8,7 @@ server read files outside the upload.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ import onnxruntime as ort
 from google.protobuf.message import DecodeError
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto
 
+from evaluation.costs import CostsUnavailable, StaticCosts, static_costs
 from evaluation.spec import TaskSpec
 
 ALLOWED_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft"})
@@ -46,9 +47,20 @@ class ModelInfo:
     output_names: list[str]
     output_shape: list[int | str] | None
     node_count: int
+    costs: StaticCosts | None = None  # None when they could not be computed: see costs_unavailable
+    costs_unavailable: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """What inspection found, less the costs: they are stored in columns of their own."""
+        found = asdict(self)
+        del found["costs"]
+        return found
+
+
+def check_file_name(name: str) -> None:
+    """Models travel as ``.onnx`` files; the upload service and the command-line check agree."""
+    if not name.lower().endswith(".onnx"):
+        raise ModelRejected("Upload a file with the .onnx extension.")
 
 
 def _mb(n: int) -> str:
@@ -202,16 +214,18 @@ def _fmt(shape: list[int | str] | tuple[int, ...]) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
-def _check_shape(what: str, dims: list[int | str] | None, expected: tuple[int, ...]) -> None:
+def _check_shape(
+    what: str, dims: list[int | str] | None, expected: tuple[int, ...], expected_as: str
+) -> None:
+    """``expected_as`` names the shape for the message: "take this task's fixed batch shape"."""
     if dims is None:
         return  # rank unknown: the runner checks the real shapes
     if len(dims) != len(expected) or any(
         isinstance(d, int) and d > 0 and d != e for d, e in zip(dims, expected, strict=False)
     ):
         raise ModelRejected(
-            f"The model's {what} has shape {_fmt(dims)}, which cannot take this task's fixed "
-            f"batch shape {_fmt(expected)} (named/symbolic dimensions are fine; fixed ones must "
-            "match)."
+            f"The model's {what} has shape {_fmt(dims)}, which cannot {expected_as} "
+            f"{_fmt(expected)} (named/symbolic dimensions are fine; fixed ones must match)."
         )
 
 
@@ -238,9 +252,15 @@ def _check_io(model: ModelProto, spec: TaskSpec) -> ModelInfo:
             f"{spec.input_dtype}."
         )
     input_dims = _dims(model_input)
-    _check_shape(f"input '{model_input.name}'", input_dims, spec.batch_shape)
+    batch_shape = "take this task's fixed batch shape"
+    _check_shape(f"input '{model_input.name}'", input_dims, spec.batch_shape, batch_shape)
     output_dims = _dims(graph.output[0]) if graph.output[0].type.HasField("tensor_type") else None
-    _check_shape(f"output '{graph.output[0].name}'", output_dims, spec.output_batch_shape)
+    _check_shape(
+        f"output '{graph.output[0].name}'",
+        output_dims,
+        spec.output_batch_shape,
+        "give this task's output shape",
+    )
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     return ModelInfo(
         ir_version=model.ir_version,
@@ -258,7 +278,18 @@ def _check_io(model: ModelProto, spec: TaskSpec) -> ModelInfo:
 def inspect_model(path: Path, spec: TaskSpec) -> ModelInfo:
     """Accept the model at ``path`` for ``spec`` or raise ModelRejected saying why not."""
     model = _load(path, spec)
-    _check_runtime_support(model)
-    _check_no_external_data(model)
-    _check_domains(model)
-    return _check_io(model, spec)
+    try:
+        _check_runtime_support(model)
+        _check_no_external_data(model)
+        _check_domains(model)
+        info = _check_io(model, spec)
+    except UnicodeDecodeError as exc:
+        # ONNX is proto2: string fields are not checked when parsed, only when read.
+        raise ModelRejected(
+            f"The model is damaged: a name or text field is not valid UTF-8 ({exc.reason} at "
+            f"byte {exc.start}). Export it again and upload the new file."
+        ) from exc
+    try:
+        return replace(info, costs=static_costs(model, spec.batch_shape))
+    except CostsUnavailable as exc:  # the costs inform; they never refuse an upload
+        return replace(info, costs_unavailable=str(exc))

@@ -13,15 +13,30 @@ from collections.abc import Callable
 
 import numpy as np
 from rq import get_current_job
+from rq.timeouts import JobTimeoutException
 
 from evaluation.device import device_config, worker_name
-from evaluation.limits import added_memory_limit
-from evaluation.runner import Dataset, EvaluationError, evaluate
+from evaluation.limits import (
+    LOADING,
+    added_memory_limit,
+    process_deadline,
+    time_limit_message,
+)
+from evaluation.measurement import Measurement
+from evaluation.runner import (
+    Dataset,
+    DeviceUnavailable,
+    EvalResult,
+    EvaluationError,
+    create_session,
+    evaluate_session,
+)
 from submissions import services
-from submissions.models import Submission
+from submissions.models import Submission, Task
 
 log = logging.getLogger(__name__)
 PROGRESS_INTERVAL_S = 0.5
+JOB_TIMEOUT = " (the evaluation as a whole, loading the model included, ran past its allowance)"
 
 
 def _progress_writer(submission_id: int) -> Callable[[float], None]:
@@ -44,12 +59,77 @@ def _worker_name() -> str:
     return (job.worker_name if job is not None and job.worker_name else None) or worker_name()
 
 
+# The dataset a ready work horse loaded while it waited (evaluation/ready_horse.py): the task's
+# id and dataset version (or file name, for a task without versions), and the arrays. A horse
+# runs one job, so one entry is all it needs.
+_preloaded: dict[tuple[int, int | str | None], Dataset] = {}
+
+
+def _dataset_key(task: Task) -> tuple[int, int | str | None]:
+    return (task.pk, task.current_dataset_id or task.dataset.name)
+
+
+def _read_dataset(task: Task) -> Dataset:
+    with np.load(services.task_dataset_path(task), allow_pickle=False) as arrays:
+        return Dataset.from_arrays({k: arrays[k] for k in arrays.files})
+
+
+def dataset_preload(task: Task) -> None:
+    """Load the task's dataset now, for the evaluation this process runs next."""
+    _preloaded.clear()
+    _preloaded[_dataset_key(task)] = _read_dataset(task)
+
+
 def _load(submission: Submission) -> tuple[bytes, Dataset]:
+    """The model and the task's current dataset. ``submission.task`` was read when the job
+    started: its ``current_dataset_id`` is the version these arrays are, and the one the result
+    records (``evaluate_submission``), whatever the operator uploads meanwhile."""
     with submission.model_file.open("rb") as f:
         model_bytes = f.read()
-    with np.load(services.task_dataset_path(submission.task), allow_pickle=False) as arrays:
-        data = Dataset.from_arrays({k: arrays[k] for k in arrays.files})
-    return model_bytes, data
+    task = submission.task
+    data = _preloaded.pop(_dataset_key(task), None)
+    _preloaded.clear()  # another task's arrays: not ours to keep in this horse's memory
+    return model_bytes, data if data is not None else _read_dataset(task)
+
+
+def _fail_at_load_deadline(submission_id: int, limit_s: float) -> Callable[[], None]:
+    def fail() -> None:
+        services.submission_fail(
+            submission_id=submission_id,
+            message=time_limit_message(limit_s, LOADING),
+            log_text=f"work horse ended: session creation still running after {limit_s:g} s\n",
+        )
+
+    return fail
+
+
+def _evaluate(submission: Submission, name: str) -> EvalResult:
+    model_bytes, data = _load(submission)
+    device = device_config(name)
+    spec = submission.task.spec()
+    # Measured and bounded after loading: the dataset is the operator's, the rest the model's.
+    measured = Measurement(
+        device,
+        lock_wait_s=spec.timing.lock_wait_s,
+        device_class=submission.task.device_class_slug,
+    )
+    with added_memory_limit(device.cpu_memory_limit_bytes):
+        # No RunOptions reaches session creation: a model that hangs there ends this horse
+        # at the task's own limit (and the worker then finds the submission already failed).
+        with process_deadline(
+            spec.time_limit_s, _fail_at_load_deadline(submission.pk, spec.time_limit_s)
+        ):
+            session = create_session(model_bytes, device)
+        result = evaluate_session(
+            session,
+            data,
+            spec,
+            device,
+            progress=_progress_writer(submission.pk),
+            hooks=measured.hooks(),
+        )
+    result.peak_memory_bytes = measured.peak_memory_bytes()
+    return result
 
 
 def evaluate_submission(submission_id: int) -> str:
@@ -58,20 +138,22 @@ def evaluate_submission(submission_id: int) -> str:
     if submission is None:
         return "skipped: not queued"
     try:
-        model_bytes, data = _load(submission)
-        device = device_config(name)
-        # Bounded after loading: the task's dataset is the operator's, the rest is the model's.
-        with added_memory_limit(device.cpu_memory_limit_bytes):
-            result = evaluate(
-                model_bytes,
-                data,
-                submission.task.spec(),
-                device,
-                progress=_progress_writer(submission_id),
-            )
+        result = _evaluate(submission, name)
     except EvaluationError as exc:
         services.submission_fail(
-            submission_id=submission_id, message=str(exc), log_text=traceback.format_exc()
+            submission_id=submission_id,
+            message=str(exc),
+            log_text=f"worker {name}: " + traceback.format_exc(),
+            by_system=isinstance(exc, DeviceUnavailable),
+        )
+        return "failed"
+    except JobTimeoutException:
+        # rq's own timeout (the task's limit plus the margin for loading and saving): the model
+        # kept the horse busy that long, which is the model's doing, not ours, and not retried.
+        services.submission_fail(
+            submission_id=submission_id,
+            message=time_limit_message(submission.task.time_limit_s, JOB_TIMEOUT),
+            log_text=traceback.format_exc(),
         )
         return "failed"
     except Exception:
@@ -83,5 +165,9 @@ def evaluate_submission(submission_id: int) -> str:
             by_system=True,
         )
         raise
-    services.submission_succeed(submission_id=submission_id, result=result)
+    services.submission_succeed(
+        submission_id=submission_id,
+        result=result,
+        dataset_version_id=submission.task.current_dataset_id,
+    )
     return "succeeded"

@@ -1,6 +1,8 @@
 """Containment of one evaluation inside its work horse: its time limit and its memory.
 
-Time: a watchdog thread sets RunOptions.terminate at the deadline (see TimeLimit).
+Time: a watchdog thread sets RunOptions.terminate at the deadline (see TimeLimit); while
+onnxruntime creates a session, which no RunOptions reaches, it ends the work horse instead
+(see process_deadline).
 
 Memory: an address-space limit (RLIMIT_AS) on CPU. Without it a model such as
 ConstantOfShape([100000, 100000]) asks for memory the kernel happily overcommits, fills it page by
@@ -18,9 +20,12 @@ import os
 import resource
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import onnxruntime as ort
+
+EXIT_DEADLINE = 3  # exit status of a work horse ended by process_deadline
 
 
 def address_space_bytes() -> int:
@@ -54,11 +59,27 @@ def added_memory_limit(limit_bytes: int | None) -> Iterator[int | None]:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
+# Said after the limit when session creation overran (the work horse, and ``oep check`` locally).
+LOADING = " while onnxruntime was loading and optimising the model"
+
+
+def time_limit_message(limit_s: float, during: str = "") -> str:
+    """How every time-limit failure is worded for the submitter, whichever part overran."""
+    return f"time limit of {limit_s:g} s exceeded{during}"
+
+
+@dataclass(frozen=True)
+class _Deadline:
+    at: float  # time.monotonic()
+    expire: Callable[[], None]  # called by the watchdog thread once ``at`` has passed
+
+
 class _WatchdogThread(threading.Thread):
-    """One daemon thread per process that sets RunOptions.terminate when a deadline passes.
+    """One daemon thread per process that acts when a deadline passes.
 
     SIGALRM is not delivered while onnxruntime is inside C++, so a signal cannot stop a run; a
-    thread can, through RunOptions.terminate. The thread is started once and polls: arming it is a
+    thread can, through RunOptions.terminate (TimeLimit), or by ending the process when nothing
+    can be terminated (process_deadline). The thread is started once and polls: arming it is a
     single assignment, so a small model's run is not slowed by starting or waking a thread. It
     wakes at most once a second (or at the deadline), because every wake-up on a busy CPU can
     preempt one of onnxruntime's compute threads (polling 20 times a second measured about 4 % on
@@ -69,18 +90,17 @@ class _WatchdogThread(threading.Thread):
 
     def __init__(self) -> None:
         super().__init__(name="evaluation-watchdog", daemon=True)
-        self.armed: tuple[float, ort.RunOptions, threading.Event] | None = None
+        self.armed: _Deadline | None = None
 
     def run(self) -> None:
         while True:
             armed = self.armed
             now = time.monotonic()
-            if armed is not None and now >= armed[0]:
-                armed[1].terminate = True
-                armed[2].set()
+            if armed is not None and now >= armed.at:
+                armed.expire()
             wait = self.POLL_S
-            if armed is not None and now < armed[0]:
-                wait = min(wait, armed[0] - now)
+            if armed is not None and now < armed.at:
+                wait = min(wait, armed.at - now)
             time.sleep(wait)
 
 
@@ -111,13 +131,56 @@ class TimeLimit:
         self.run_options = ort.RunOptions()
         self.fired = threading.Event()
 
+    def _expire(self) -> None:
+        self.run_options.terminate = True
+        self.fired.set()
+
     def __enter__(self) -> TimeLimit:
-        _watchdog().armed = (time.monotonic() + self.limit_s, self.run_options, self.fired)
+        _watchdog().armed = _Deadline(time.monotonic() + self.limit_s, self._expire)
         return self
 
     def __exit__(self, *exc: object) -> None:
         _watchdog().armed = None
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Stop this limit's clock while the block runs: time spent giving the device to another
+        worker's timing is not the model's. A no-op when the limit is not armed."""
+        watchdog = _watchdog()
+        armed = watchdog.armed
+        if armed is None or armed.expire != self._expire:
+            yield
+            return
+        left = armed.at - time.monotonic()
+        watchdog.armed = None
+        try:
+            yield
+        finally:
+            watchdog.armed = _Deadline(time.monotonic() + left, self._expire)
+
     @property
     def exceeded(self) -> bool:
         return self.fired.is_set()
+
+
+@contextlib.contextmanager
+def process_deadline(limit_s: float, on_expiry: Callable[[], None]) -> Iterator[None]:
+    """End this process ``limit_s`` from now unless the block is over by then.
+
+    For work that no RunOptions reaches: onnxruntime creating and optimising a session can run
+    for minutes in C++ (constant folding a large graph). At the deadline the watchdog thread calls
+    ``on_expiry`` (record the failure) and then ``os._exit``, whatever ``on_expiry`` did. Only for
+    a process that may die: the work horse, forked for one job.
+    """
+
+    def expire() -> None:
+        try:
+            on_expiry()
+        finally:
+            os._exit(EXIT_DEADLINE)
+
+    _watchdog().armed = _Deadline(time.monotonic() + limit_s, expire)
+    try:
+        yield
+    finally:
+        _watchdog().armed = None

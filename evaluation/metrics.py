@@ -4,9 +4,10 @@ Every metric is a ``Metric`` whose ``fn(predictions, targets)`` returns a python
 in families (classification, regression, depth); an evaluation reports the whole family of its
 task's primary metric through ``compute_family``.
 
-Values are computed in float64 whatever the input dtype, so that sums over millions of pixels do not
-drift. Bad input raises ``ValueError`` with a message a submitter can act on; non-finite predictions
-are refused rather than scored, because a NaN score cannot be ranked and is not valid JSON.
+Depth and classification work per element in float32 (regression in float64) and every sum is
+accumulated pairwise or in float64, so that sums over millions of pixels do not drift. Bad input
+raises ``ValueError`` with a message a submitter can act on; non-finite predictions are refused
+rather than scored, because a NaN score cannot be ranked and is not valid JSON.
 """
 
 from __future__ import annotations
@@ -93,6 +94,36 @@ def _target_rank(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return rank
 
 
+def _macro_f1(scores: np.ndarray, labels: np.ndarray, hits: np.ndarray) -> float:
+    """Unweighted mean F1 over the classes seen in targets or predictions.
+
+    Matches sklearn's ``f1_score(average="macro")``: a class that is neither a target nor predicted
+    is left out rather than counted as F1 = 0. ``hits``: the samples whose argmax is the target.
+    """
+    n_classes = scores.shape[1]
+    true_positives = np.bincount(labels[hits], minlength=n_classes)
+    # 2TP + FP + FN is (times predicted) + (times a target), which is > 0 exactly for seen classes.
+    predicted = np.argmax(scores, axis=1)
+    denominator = np.bincount(predicted, minlength=n_classes) + np.bincount(
+        labels, minlength=n_classes
+    )
+    seen = denominator > 0
+    return float(np.mean(2.0 * true_positives[seen] / denominator[seen]))
+
+
+def classification_metrics(predictions: np.ndarray, targets: np.ndarray) -> dict[str, float]:
+    """Top-1, top-5 and macro F1 from one validation and one ranking of the scores (in their own
+    dtype: float32 logits are compared, never converted)."""
+    scores, labels = _classification_inputs(predictions, targets)
+    rank = _target_rank(scores, labels)
+    hits = rank < 1  # rank 0 is the argmax, ties to the lower class index as np.argmax
+    return {
+        "accuracy": float(np.mean(hits)),
+        "top5_accuracy": float(np.mean(rank < 5)),
+        "macro_f1": _macro_f1(scores, labels, hits),
+    }
+
+
 def accuracy(predictions: np.ndarray, targets: np.ndarray) -> float:
     scores, labels = _classification_inputs(predictions, targets)
     return float(np.mean(_target_rank(scores, labels) < 1))
@@ -108,21 +139,8 @@ def top5_accuracy(predictions: np.ndarray, targets: np.ndarray) -> float:
 
 
 def macro_f1(predictions: np.ndarray, targets: np.ndarray) -> float:
-    """Unweighted mean F1 over the classes seen in targets or predictions.
-
-    Matches sklearn's ``f1_score(average="macro")``: a class that is neither a target nor predicted
-    is left out rather than counted as F1 = 0.
-    """
     scores, labels = _classification_inputs(predictions, targets)
-    predicted = np.argmax(scores, axis=1)
-    n_classes = scores.shape[1]
-    true_positives = np.bincount(labels[predicted == labels], minlength=n_classes)
-    # 2TP + FP + FN is (times predicted) + (times a target), which is > 0 exactly for seen classes.
-    denominator = np.bincount(predicted, minlength=n_classes) + np.bincount(
-        labels, minlength=n_classes
-    )
-    seen = denominator > 0
-    return float(np.mean(2.0 * true_positives[seen] / denominator[seen]))
+    return _macro_f1(scores, labels, _target_rank(scores, labels) < 1)
 
 
 # --- regression --------------------------------------------------------------------------------
@@ -163,43 +181,102 @@ def _depth_inputs(predictions: np.ndarray, targets: np.ndarray) -> tuple[np.ndar
     return depths.reshape(len(depths), -1), truth.reshape(len(truth), -1)
 
 
-def _image_errors(depths: np.ndarray, truth: np.ndarray) -> np.ndarray | None:
-    """One flattened image's seven metrics in DEPTH_KEYS order; None if it has no valid pixel."""
-    valid = np.isfinite(truth) & (truth > 0)
-    if not valid.any():
-        return None
-    t = truth[valid].astype(np.float64)
-    p = depths[valid].astype(np.float64)
-    if not np.isfinite(p).all():
-        raise ValueError("predictions contain NaN or infinite values at valid target pixels")
-    p = np.maximum(p, MIN_PREDICTED_DEPTH)
-    squared = np.square(p - t)
-    ratio = np.maximum(p / t, t / p)
-    return np.array(
-        [
-            np.mean(np.abs(p - t) / t),
-            np.mean(squared / t),
-            np.sqrt(np.mean(squared)),
-            np.sqrt(np.mean(np.square(np.log(p) - np.log(t)))),
-            np.mean(ratio < 1.25),
-            np.mean(ratio < 1.25**2),
-            np.mean(ratio < 1.25**3),
-        ]
+# Images are scored in blocks of about this many pixels through scratch buffers allocated once:
+# the buffers stay in the CPU's cache, and no block allocates or faults in fresh pages.
+DEPTH_BLOCK_PIXELS = 1 << 18
+_DELTA_THRESHOLDS = tuple(np.float32(1.25**k) for k in (1, 2, 3))
+_ONE = np.float32(1)
+
+
+def _row_counts(mask: np.ndarray) -> np.ndarray:
+    """True values per row; for a few long rows one count per row is several times faster than
+    numpy's count along an axis (which sums through a cast to integers)."""
+    if len(mask) <= 64:
+        return np.array([np.count_nonzero(row) for row in mask])
+    return np.count_nonzero(mask, axis=1)
+
+
+class _Scratch:
+    """Reusable float32 and bool buffers for blocks of ``rows`` images of ``pixels`` each."""
+
+    def __init__(self, rows: int, pixels: int) -> None:
+        self.t, self.p, self.a, self.b = (np.empty((rows, pixels), np.float32) for _ in range(4))
+        self.mask = np.empty((rows, pixels), bool)
+
+
+def _depth_block_sums(depths: np.ndarray, truth: np.ndarray, scratch: _Scratch) -> np.ndarray:
+    """Per image of the block: its valid-pixel count, then the sums behind the seven metrics.
+
+    Elementwise work is float32; invalid pixels are set to p = t = 1, which adds 0 to every error
+    sum and 1 to every delta count (taken off again). Every error is written through the ratio
+    q = p/t, so that one division serves all seven. Sums are numpy's pairwise float32 sums along
+    the image (error grows with log n, not n), then float64.
+    """
+    rows, pixels = truth.shape
+    t, p, a, b, mask = (
+        x[:rows] for x in (scratch.t, scratch.p, scratch.a, scratch.b, scratch.mask)
     )
+    out = np.empty((rows, 8))
+    np.greater(truth, 0, out=mask)  # False for NaN
+    mask &= truth != np.inf
+    invalid = pixels - _row_counts(mask)
+    out[:, 0] = pixels - invalid
+    np.maximum(depths, np.float32(MIN_PREDICTED_DEPTH), out=p, casting="unsafe")
+    if invalid.any():
+        np.logical_not(mask, out=mask)
+        np.copyto(t, truth, casting="unsafe")
+        np.copyto(t, _ONE, where=mask)
+        np.copyto(p, _ONE, where=mask)
+    elif truth.dtype == np.float32:
+        t = truth  # read only below
+    else:
+        np.copyto(t, truth, casting="unsafe")
+    if not np.isfinite(p).all():  # np.maximum kept NaN
+        raise ValueError("predictions contain NaN or infinite values at valid target pixels")
+    np.divide(p, t, out=a)  # q
+    np.subtract(a, _ONE, out=b)  # q - 1
+    np.multiply(t, b, out=p)  # t (q - 1) = p - t; t may be the caller's array
+    scratch_t = scratch.t[:rows]
+    np.multiply(p, b, out=scratch_t)  # (p - t)^2 / t
+    out[:, 2] = scratch_t.sum(axis=1)
+    np.multiply(p, p, out=p)  # (p - t)^2
+    out[:, 3] = p.sum(axis=1)
+    np.abs(b, out=b)  # |p - t| / t
+    out[:, 1] = b.sum(axis=1)
+    np.log(a, out=b)
+    np.multiply(b, b, out=b)  # (log p - log t)^2
+    out[:, 4] = b.sum(axis=1)
+    np.reciprocal(a, out=b)
+    np.maximum(a, b, out=a)  # max(p/t, t/p)
+    for column, threshold in enumerate(_DELTA_THRESHOLDS, start=5):
+        np.less(a, threshold, out=mask)
+        out[:, column] = _row_counts(mask) - invalid
+    return out
 
 
 def depth_metrics(predictions: np.ndarray, targets: np.ndarray) -> dict[str, float]:
     """All depth metrics: per image over its valid pixels (target finite and > 0), then averaged
     over the images that have any, as the KITTI / Monodepth2 evaluation does.
 
-    One image at a time keeps float64 temporaries to one image's size on large validation sets.
+    Computed in float32 a block of images at a time; agrees with a float64 per-pixel reference to
+    about 1e-6 relative.
     """
     depths, truth = _depth_inputs(predictions, targets)
-    per_image = [_image_errors(depths[i], truth[i]) for i in range(len(truth))]
-    scored = [errors for errors in per_image if errors is not None]
-    if not scored:
+    per_block = max(1, min(len(truth), DEPTH_BLOCK_PIXELS // max(1, truth.shape[1])))
+    scratch = _Scratch(per_block, truth.shape[1])
+    sums = np.concatenate(
+        [
+            _depth_block_sums(depths[i : i + per_block], truth[i : i + per_block], scratch)
+            for i in range(0, len(truth), per_block)
+        ]
+    )
+    counts, sums = sums[:, 0], sums[:, 1:]
+    scored = counts > 0
+    if not scored.any():
         raise ValueError("targets have no valid depth pixels (finite and > 0) in any sample")
-    means = np.mean(np.stack(scored), axis=0)
+    per_image = sums[scored] / counts[scored, None]
+    per_image[:, 2:4] = np.sqrt(per_image[:, 2:4])  # depth_rmse, rmse_log
+    means = per_image.mean(axis=0)
     return {key: float(value) for key, value in zip(DEPTH_KEYS, means, strict=True)}
 
 
@@ -251,9 +328,11 @@ def metric_choices() -> list[tuple[str, str]]:
 def compute_family(key: str, predictions: np.ndarray, targets: np.ndarray) -> dict[str, float]:
     """Every metric in the family of ``key``, in display order, as python floats."""
     family = get_metric(key).family
+    # One validation and one pass per family; calling each fn would repeat them per metric.
     if family == "depth":
-        # One pass over the images yields all seven; calling each fn would repeat it seven times.
         return depth_metrics(predictions, targets)
+    if family == "classification":
+        return classification_metrics(predictions, targets)
     return {name: METRICS[name].fn(predictions, targets) for name in FAMILIES[family]}
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db.models import Count
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from evaluation.fleet import worker_cards
@@ -34,13 +34,19 @@ class FleetCollector(Collector):
             metric.add_metric([status], counts.get(status, 0))
         return metric
 
-    def _workers(self) -> Iterator[GaugeMetricFamily]:
+    def _workers(self) -> Iterator[Metric]:
         cards = worker_cards(history=0)
         up = _gauge("eval_worker_up", "1 while the worker's heartbeat is fresh", ["worker"])
         busy = _gauge("eval_worker_busy", "1 while the worker evaluates a submission", ["worker"])
         age = _gauge("eval_worker_heartbeat_age_seconds", "Seconds since heartbeat", ["worker"])
-        done = _gauge("eval_worker_jobs_done", "Succeeded evaluations since start", ["worker"])
-        failed = _gauge("eval_worker_jobs_failed", "Failed evaluations since start", ["worker"])
+        # Counters (exposed as ..._total): they only grow while a worker lives, so rate() works
+        # and a restart reads as a counter reset, not as evaluations undone.
+        done = CounterMetricFamily(
+            "eval_worker_jobs_done", "Succeeded evaluations since start", labels=["worker"]
+        )
+        failed = CounterMetricFamily(
+            "eval_worker_jobs_failed", "Failed evaluations since start", labels=["worker"]
+        )
         gpu_labels = ["worker", "gpu_uuid", "gpu_name"]
         used = _gauge("eval_gpu_memory_used_bytes", "GPU memory used", gpu_labels)
         total = _gauge("eval_gpu_memory_total_bytes", "GPU memory total", gpu_labels)

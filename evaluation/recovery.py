@@ -10,44 +10,42 @@ truth; Redis is checked against it:
   job is harmless: only one horse can move the submission from queued to running, the other
   finds it "not queued" and does nothing;
 - a ``running`` submission that no online worker claims in its heartbeat, continuously for
-  ``EVAL_HEARTBEAT_STALE_S``, lost its worker or work horse: it is run once more, and failed with
-  a plain message (``failed_by_system``) when that happens again. The wait is measured by
-  recovery itself (first seen unclaimed → still unclaimed later), so a Redis that just lost every
+  ``EVAL_HEARTBEAT_STALE_S``, lost its worker or work horse: ``submission_retry_or_fail`` (the
+  one retry rule, in submissions/services.py) runs it once more or fails it. The wait is measured
+  by recovery itself (first seen unclaimed → still unclaimed later), so a Redis that just lost every
   heartbeat is given time for the live workers to publish theirs again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from redis import Redis
-from redis.exceptions import LockError
+from redis.exceptions import LockError, RedisError
 from rq import Queue
 from rq.job import Job, JobStatus
 
 from evaluation import heartbeat
+from evaluation.queues import queue_name
 from submissions import services
 from submissions.models import Submission
+from submissions.notifications import notifications_sweep
 
+log = logging.getLogger(__name__)
 Status = Submission.Status
 LOCK_KEY = f"{heartbeat.PREFIX}:recovery:lock"
 DUE_KEY = f"{heartbeat.PREFIX}:recovery:due"
 SUSPECTS_KEY = f"{heartbeat.PREFIX}:recovery:suspects"
 UNJOBBED_KEY = f"{heartbeat.PREFIX}:recovery:unjobbed"
 UNJOBBED_GRACE_S = 5.0
-MAX_ATTEMPTS = 2
 LOCK_TIMEOUT_S = 20
-WORKER_LOST_MESSAGE = (
-    "The worker evaluating this submission stopped responding twice (its machine was restarted "
-    "or lost). This is not a problem with your model and does not count against your quota; "
-    "you can submit it again, or an operator can re-run it."
-)
+Clock = Callable[[], float]  # seconds since the epoch; tests pass one they can move
 ALIVE_JOB_STATUSES = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 
 
@@ -75,20 +73,22 @@ class ReconcileReport:
 
 
 def _connection() -> Redis:
-    import django_rq
+    from evaluation.queues import evaluation_redis
 
-    return django_rq.get_connection(settings.EVALUATION_QUEUE)
+    return evaluation_redis()
 
 
-def reconcile_if_due(connection: Redis) -> ReconcileReport | None:
+def reconcile_if_due(connection: Redis, clock: Clock = time.time) -> ReconcileReport | None:
     """The periodic run: only the first worker to ask in each interval does the work."""
     interval_ms = max(100, int(settings.EVAL_RECOVERY_INTERVAL_S * 1000))
     if not connection.set(DUE_KEY, "1", nx=True, px=interval_ms):
         return None
-    return reconcile(connection=connection, blocking=False)
+    return reconcile(connection=connection, blocking=False, clock=clock)
 
 
-def reconcile(*, connection: Redis | None = None, blocking: bool = True) -> ReconcileReport:
+def reconcile(
+    *, connection: Redis | None = None, blocking: bool = True, clock: Clock = time.time
+) -> ReconcileReport:
     connection = connection or _connection()
     # Every transition below is conditional, so two overlapping runs would be safe, only
     # wasteful: the lock is short-lived so that a worker killed while holding it (kill -9 has
@@ -100,18 +100,33 @@ def reconcile(*, connection: Redis | None = None, blocking: bool = True) -> Reco
         return ReconcileReport(skipped=True)
     try:
         report = ReconcileReport()
-        _enqueue_orphaned_queued(connection, report, keep_lock=lock.reacquire)
-        _recover_unclaimed_running(connection, report)
+        _enqueue_orphaned_queued(connection, report, keep_lock=lock.reacquire, now=clock())
+        _recover_unclaimed_running(connection, report, now=clock())
+        _sweep_notifications()
         return report
     finally:
         with contextlib.suppress(LockError):  # expired (a long run) or Redis flushed meanwhile
             lock.release()
 
 
-def _job_alive(job: Job | None, waiting: set[str], claimed: bool) -> bool:
+def _sweep_notifications() -> None:
+    """Pending notifications (Redis was down when they were recorded) go on their queue again.
+    Only enqueued here: the notifier sends them, never an evaluation worker."""
+    try:
+        swept = notifications_sweep()
+    except RedisError as exc:
+        log.warning("pending notifications not swept: %s", exc)
+        return
+    if swept:
+        log.info("enqueued %d pending notification(s) again", len(swept))
+
+
+def _job_alive(job: Job | None, waiting: set[str], claimed: bool, queue: str) -> bool:
     if job is None:
         return False
     status = job.get_status(refresh=False)
+    if status == JobStatus.QUEUED and job.origin != queue:
+        return False  # the task moved to another device class: no worker of it will look there
     if status == JobStatus.QUEUED:
         return job.id in waiting  # a job hash can survive the loss of the queue list itself
     if status == JobStatus.STARTED:
@@ -119,44 +134,49 @@ def _job_alive(job: Job | None, waiting: set[str], claimed: bool) -> bool:
     return status in ALIVE_JOB_STATUSES
 
 
-def _waiting_job_ids(connection: Redis) -> set[str]:
-    queue = Queue(settings.EVALUATION_QUEUE, connection=connection)
+def _waiting_job_ids(connection: Redis, classes: list[str]) -> set[str]:
+    """Job ids in every device class's queue (and rq's intermediate lists), in one snapshot."""
+    queues = [Queue(queue_name(c), connection=connection) for c in classes]
     with connection.pipeline(transaction=True) as pipe:
-        pipe.lrange(queue.key, 0, -1)
-        pipe.lrange(queue.intermediate_queue_key, 0, -1)
-        listed, moving = pipe.execute()
-    return {heartbeat.text(job_id) for job_id in [*listed, *moving]}
+        for queue in queues:
+            pipe.lrange(queue.key, 0, -1)
+            pipe.lrange(queue.intermediate_queue_key, 0, -1)
+        lists = pipe.execute()
+    return {heartbeat.text(job_id) for listed in lists for job_id in listed}
 
 
 def _enqueue_orphaned_queued(
-    connection: Redis, report: ReconcileReport, keep_lock: Callable[[], Any]
+    connection: Redis, report: ReconcileReport, keep_lock: Callable[[], Any], now: float
 ) -> None:
-    queued = list(
+    rows = list(
         Submission.objects.filter(status=Status.QUEUED)
         .order_by("created_at", "id")
-        .values_list("id", "job_id")
+        .values_list("id", "job_id", "task__device_class__slug")
     )
-    if not queued:
+    if not rows:
         return
+    queued = [(submission_id, job_id) for submission_id, job_id, _ in rows]
+    expected = {submission_id: queue_name(c) for submission_id, _, c in rows}
     # The order of these reads matters: a job leaves the queue list for rq's intermediate list
     # (one snapshot of both), is marked started and dropped from the intermediate list in one
     # transaction, and a worker claims its submission in the heartbeat before that. Reading the
     # lists, then the jobs, then the claims cannot miss a live job in between.
-    waiting = _waiting_job_ids(connection)
+    waiting = _waiting_job_ids(connection, sorted({c for _, _, c in rows}))
     jobs = Job.fetch_many([job_id or "-" for _, job_id in queued], connection=connection)
-    claims = heartbeat.live_claims(connection)
-    unjobbed = _unjobbed_long_enough(connection, [i for i, job_id in queued if not job_id])
+    claims = heartbeat.live_claims(connection, now)
+    unjobbed = _unjobbed_long_enough(connection, [i for i, job_id in queued if not job_id], now)
     for (submission_id, job_id), job in zip(queued, jobs, strict=True):
         if not job_id and submission_id not in unjobbed:
             continue  # probably between its commit and its enqueue: look again next time
-        if not _job_alive(job, waiting, submission_id in claims):
+        claimed = submission_id in claims
+        if not _job_alive(job, waiting, claimed, expected[submission_id]):
             services.submission_enqueue(submission_id=submission_id)
             report.enqueued.append(submission_id)
             if len(report.enqueued) % 200 == 0:  # about 2 s of work: a big rebuild keeps the lock
                 keep_lock()
 
 
-def _unjobbed_long_enough(connection: Redis, ids: list[int]) -> set[int]:
+def _unjobbed_long_enough(connection: Redis, ids: list[int], now: float) -> set[int]:
     """Queued submissions seen without any job id for UNJOBBED_GRACE_S, over several runs.
 
     A new upload or a re-run is committed first and enqueued just after (on commit), so an
@@ -165,7 +185,6 @@ def _unjobbed_long_enough(connection: Redis, ids: list[int]) -> set[int]:
     """
     raw: dict[Any, Any] = connection.hgetall(UNJOBBED_KEY)  # type: ignore[assignment]
     seen = {int(heartbeat.text(k)): float(v) for k, v in raw.items()}
-    now = time.time()
     first_seen = {i: seen.get(i, now) for i in ids}
     with connection.pipeline() as pipe:
         pipe.delete(UNJOBBED_KEY)
@@ -176,24 +195,31 @@ def _unjobbed_long_enough(connection: Redis, ids: list[int]) -> set[int]:
     return {i for i, t in first_seen.items() if now - t >= UNJOBBED_GRACE_S}
 
 
-def _recover_unclaimed_running(connection: Redis, report: ReconcileReport) -> None:
+def _recover_unclaimed_running(connection: Redis, report: ReconcileReport, now: float) -> None:
     stale_s = settings.EVAL_HEARTBEAT_STALE_S
     running = Submission.objects.filter(status=Status.RUNNING)
-    claims = heartbeat.live_claims(connection)
+    claims = heartbeat.live_claims(connection, now)
+    states = {s.name: s for s in heartbeat.read_states(connection)}
     raw_seen: dict[Any, Any] = connection.hgetall(SUSPECTS_KEY)  # type: ignore[assignment]
     seen = {heartbeat.text(k): float(v) for k, v in raw_seen.items()}
-    now = time.time()
     still_suspect: dict[str, float] = {}
-    for submission_id, attempts in running.values_list("id", "attempts"):
+    rows = running.values_list("id", "attempts", "worker_name", "started_at")
+    for submission_id, attempts, worker, started in rows:
         if submission_id in claims:
             continue
         key = f"{submission_id}:{attempts}"
         first_seen = seen.get(key, now)
-        if now - first_seen < stale_s:
+        # A worker that provably lost it (stale, stopped, restarted) needs no second wait.
+        lost = heartbeat.lost_its_work(
+            states.get(worker), started.timestamp() if started else None, now
+        )
+        if not lost and now - first_seen < stale_s:
             still_suspect[key] = first_seen
             report.suspects.append(submission_id)
             continue
-        outcome = _retry_or_fail(submission_id=submission_id, attempts=attempts)
+        outcome = services.submission_retry_or_fail(
+            submission_id=submission_id, cause=services.WORKER_LOST, attempts=attempts
+        )
         if outcome == "retried":
             report.retried.append(submission_id)
         elif outcome == "failed":
@@ -204,32 +230,3 @@ def _recover_unclaimed_running(connection: Redis, report: ReconcileReport) -> No
             pipe.hset(SUSPECTS_KEY, mapping=still_suspect)  # type: ignore[arg-type]
             pipe.expire(SUSPECTS_KEY, int(stale_s * 10) + 60)
         pipe.execute()
-
-
-def _retry_or_fail(*, submission_id: int, attempts: int) -> str:
-    """running → queued once more, or → failed; only if nothing moved it since we looked."""
-    with transaction.atomic():
-        submission = (
-            Submission.objects.select_for_update(no_key=True)
-            .filter(pk=submission_id, status=Status.RUNNING, attempts=attempts)
-            .first()
-        )
-        if submission is None:
-            return "moved-on"
-        line = (
-            f"\nattempt {attempts}: worker {submission.worker_name or '?'} stopped responding "
-            f"(no heartbeat for {settings.EVAL_HEARTBEAT_STALE_S:g} s)"
-        )
-        if attempts < MAX_ATTEMPTS:
-            Submission.objects.filter(pk=submission_id, status=Status.RUNNING).update(
-                status=Status.QUEUED, progress=0.0, log=submission.log + line + "; retrying.\n"
-            )
-            transaction.on_commit(lambda: services.submission_enqueue(submission_id=submission_id))
-            return "retried"
-        services.submission_fail(
-            submission_id=submission_id,
-            message=WORKER_LOST_MESSAGE,
-            log_text=submission.log + line + "; giving up.\n",
-            by_system=True,
-        )
-        return "failed"

@@ -7,9 +7,10 @@ Failures that are the model's fault raise EvaluationError with a message for the
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,9 +19,10 @@ import numpy.ma
 import numpy.random
 import onnxruntime as ort
 
-from evaluation.limits import TimeLimit
+from evaluation.limits import TimeLimit, time_limit_message
 from evaluation.metrics import compute_family
 from evaluation.spec import TaskSpec
+from evaluation.timing import Alone, RunBatch, ScoringGate, Timing, TimingHooks, measure
 
 # numpy.ma and numpy.random load lazily, on the first np.percentile of a process. The worker
 # parent imports this module, so importing them here means each forked work horse inherits them
@@ -55,6 +57,17 @@ ONNXRUNTIME_ERRORS: tuple[type[BaseException], ...] = (
 
 class EvaluationError(Exception):
     """The model could not be evaluated; ``str(exc)`` is safe to show the submitter."""
+
+
+class DeviceUnavailable(EvaluationError):
+    """The worker could not run the task's device: not the model's fault (it costs no quota)."""
+
+
+CUDA_NOT_ACTIVE = (
+    "This task is timed on a GPU, but the CUDA execution provider did not run the model on the "
+    "evaluation machine. This is not a problem with your model and does not count against your "
+    "quota; operators have been told, and an operator can re-run it."
+)
 
 
 @dataclass(frozen=True)
@@ -135,6 +148,12 @@ class EvalResult:
     samples_evaluated: int
     batch_latencies_ms: list[float] = field(default_factory=list)
     peak_memory_bytes: int | None = None
+    latency_p90_ms: float | None = None
+    latency_mean_ms: float | None = None
+    latency_spread: float | None = None
+    latency_unstable: bool = False
+    timing_exclusive: bool = False
+    timing: dict[str, Any] = field(default_factory=dict)
 
 
 def _mb(n: int) -> str:
@@ -172,6 +191,23 @@ def create_session(model_bytes: bytes, device: DeviceConfig) -> ort.InferenceSes
         raise EvaluationError(f"onnxruntime could not load the model: {exc}") from exc
 
 
+class GiveWay:
+    """The scoring loop's side of the device's readers-writer lock: between batches, when another
+    worker's timing holds or waits for the device, wait for it; for at most ``budget_s`` in all
+    (the task's time limit), with the watchdog's clock stopped meanwhile, since waiting for
+    another worker is not the model's time."""
+
+    def __init__(self, gate: ScoringGate, budget_s: float) -> None:
+        self.gate = gate
+        self.budget_s = budget_s
+        self.waited_s = 0.0
+
+    def between_batches(self, limit: TimeLimit) -> None:
+        if self.waited_s < self.budget_s and self.gate.due():
+            with limit.paused():
+                self.waited_s += self.gate.give_way(self.budget_s - self.waited_s)
+
+
 class _Executor:
     """Runs the fixed-shape batches, timing each one; IOBinding on CUDA.
 
@@ -190,24 +226,29 @@ class _Executor:
 
     def model_error(self, exc: BaseException) -> EvaluationError:
         if self.limit.exceeded:  # a run stopped by the watchdog raises like any failed run
-            return EvaluationError(f"time limit of {self.limit.limit_s:g} s exceeded")
+            return EvaluationError(time_limit_message(self.limit.limit_s))
         oom = out_of_memory_error(exc, self.device)
         if oom is not None:
             return oom
         return EvaluationError(f"The model failed while running: {exc}")
 
     def run_all(
-        self, batches: list[np.ndarray], spec: TaskSpec, progress: ProgressCallback | None
+        self,
+        batches: list[np.ndarray],
+        spec: TaskSpec,
+        progress: ProgressCallback | None,
+        turn: GiveWay,
     ) -> tuple[list[np.ndarray], list[float]]:
         """Outputs and seconds per batch. The CPU loop is written out so that the only thing
         inside the clock is the very call a bare onnxruntime loop makes."""
         outputs: list[np.ndarray] = []
         times: list[float] = []
         run, names, feed = self.session.run, self.output_names, self.input_name
-        options = self.run_options
+        options, limit, between = self.run_options, self.limit, turn.between_batches
         expected, total = spec.output_batch_shape, len(batches)
         try:
             for index, batch in enumerate(batches, 1):
+                between(limit)
                 if self.on_cuda:
                     out, seconds = self._run_cuda(batch)
                 else:
@@ -233,6 +274,38 @@ class _Executor:
                     self.session.run(self.output_names, {self.input_name: batch}, self.run_options)
         except ONNXRUNTIME_ERRORS as exc:
             raise self.model_error(exc) from exc
+
+    def timed_batch(self, batch: np.ndarray) -> RunBatch:
+        """One run of ``batch`` per call, returning its seconds: the timing phase's unit.
+
+        On CUDA the input is copied to the device once and the output stays there, so only the
+        model's kernels are inside the clock; on CPU the clock holds the very call a bare
+        onnxruntime loop makes.
+        """
+        options = self.run_options
+        if self.on_cuda:
+            binding = self.session.io_binding()
+            x = ort.OrtValue.ortvalue_from_numpy(batch, "cuda", self.device.device_id)
+            binding.bind_ortvalue_input(self.input_name, x)
+            binding.bind_output(self.output_names[0], "cuda", self.device.device_id)
+            binding.synchronize_inputs()
+            run_bound, sync = self.session.run_with_iobinding, binding.synchronize_outputs
+
+            def once_cuda() -> float:
+                start = perf_counter()
+                run_bound(binding, options)
+                sync()
+                return perf_counter() - start
+
+            return once_cuda
+        run, names, feed = self.session.run, self.output_names, {self.input_name: batch}
+
+        def once() -> float:
+            start = perf_counter()
+            run(names, feed, options)
+            return perf_counter() - start
+
+        return once
 
     def _run_cuda(self, batch: np.ndarray) -> tuple[np.ndarray, float]:
         # The input is copied to the device before the clock starts and the output stays there
@@ -293,14 +366,19 @@ def predict(
     spec: TaskSpec,
     device: DeviceConfig,
     progress: ProgressCallback | None = None,
+    turn: GiveWay | None = None,
 ) -> tuple[np.ndarray, list[float]]:
     """Warm up, then run every batch once under the watchdog: checked predictions for the real
-    rows and the seconds each batch took. This is what the benchmark compares with a bare loop."""
+    rows and the seconds each batch took. This is what the benchmark compares with a bare loop.
+    ``turn`` gives way to other workers' timings on the device, before warming up and between
+    batches."""
     batches = _batches(inputs, spec.batch_size)
+    turn = turn or GiveWay(Alone(), 0.0)
     with TimeLimit(spec.time_limit_s) as limit:
         executor = _Executor(session, limit, device)
+        turn.between_batches(limit)
         executor.warm_up(batches[0], device.warmup_runs)
-        outputs, times = executor.run_all(batches, spec, progress)
+        outputs, times = executor.run_all(batches, spec, progress, turn)
     _check_numeric(outputs[0])  # there is at least one batch: datasets are never empty
     preds = np.concatenate(outputs)[: len(inputs)]  # the padding rows are dropped here
     _check_finite(preds, spec.batch_size)
@@ -329,10 +407,55 @@ def _score(
 def _check_provider(session: ort.InferenceSession, spec: TaskSpec, device: DeviceConfig) -> str:
     provider = session.get_providers()[0]
     if spec.requires_gpu and provider != CUDA:
-        raise EvaluationError(
-            f"CUDA execution provider not available on worker {device.worker_name}"
-        )
+        # Participants never see worker or host names; the operator log has the traceback.
+        raise DeviceUnavailable(CUDA_NOT_ACTIVE)
     return provider
+
+
+def time_model(
+    session: ort.InferenceSession,
+    batch: np.ndarray,
+    spec: TaskSpec,
+    device: DeviceConfig,
+    hooks: TimingHooks,
+) -> Timing:
+    """The timing phase, after scoring: the task's protocol on one batch, under the device lock.
+
+    Bounded by the task's time limit like scoring, armed once the lock is held: waiting for
+    another worker's timing is not the model's time.
+    """
+    limit = TimeLimit(spec.time_limit_s)
+    executor = _Executor(session, limit, device)
+
+    @contextlib.contextmanager
+    def locked_then_limited() -> Iterator[bool]:
+        with hooks.lock() as exclusive, limit:
+            yield exclusive
+
+    try:
+        timing = measure(
+            executor.timed_batch(batch),
+            spec.timing,
+            lock=locked_then_limited,
+            observe=hooks.observe,
+            warm_up=lambda: executor.warm_up(batch, max(device.warmup_runs, 1)),
+        )
+    except ONNXRUNTIME_ERRORS as exc:
+        raise executor.model_error(exc) from exc
+    timing.conditions.update(hooks.facts)
+    return timing
+
+
+def _build_facts(provider: str, device: DeviceConfig) -> dict[str, Any]:
+    """What ran the timing, as far as the runner knows; the job adds the driver and clocks."""
+    build = ort.capi.build_and_package_info
+    return {
+        "provider": provider,
+        "device_name": device.device_name if provider == CUDA else "CPU",
+        "onnxruntime": ort.__version__,
+        "cuda_build": getattr(build, "cuda_version", "") if provider == CUDA else "",
+        "cudnn_build": getattr(build, "cudnn_version", "") if provider == CUDA else "",
+    }
 
 
 def evaluate_session(
@@ -341,28 +464,39 @@ def evaluate_session(
     spec: TaskSpec,
     device: DeviceConfig,
     progress: ProgressCallback | None = None,
+    hooks: TimingHooks | None = None,
 ) -> EvalResult:
-    """Everything after session creation: check the provider, predict, score."""
+    """Everything after session creation: check the provider, score every row, then time."""
     provider = _check_provider(session, spec, device)
     inputs = data.inputs.astype(spec.input_dtype, copy=False)
-    preds, times = predict(session, inputs, spec, device, progress)
+    hooks = hooks or TimingHooks()
+    with hooks.scoring() as gate:  # left before timing: a worker never waits for itself
+        turn = GiveWay(gate, spec.time_limit_s)
+        preds, _ = predict(session, inputs, spec, device, progress, turn)
     public, private = _score(spec, preds, data)
-    ms = np.asarray(times) * 1000.0
-    p50, p95, p99 = np.percentile(ms, [50, 95, 99])
+    first = _batches(inputs[: spec.batch_size], spec.batch_size)[0]
+    timing = time_model(session, first, spec, device, hooks)
+    timing.conditions = {**_build_facts(provider, device), **timing.conditions}
     return EvalResult(
         score=public.get(spec.metric),
         score_private=private.get(spec.metric),
         metrics=public,
         metrics_private=private,
-        latency_p50_ms=float(p50),
-        latency_p95_ms=float(p95),
-        latency_p99_ms=float(p99),
-        throughput=float(len(inputs) / max(sum(times), 1e-12)),
+        latency_p50_ms=timing.p50_ms,
+        latency_p90_ms=timing.p90_ms,
+        latency_p95_ms=timing.p95_ms,
+        latency_p99_ms=timing.p99_ms,
+        latency_mean_ms=timing.mean_ms,
+        latency_spread=timing.spread,
+        latency_unstable=timing.unstable,
+        timing_exclusive=timing.exclusive,
+        timing={**timing.summary(), "scoring_wait_s": round(turn.waited_s, 3)},
+        throughput=spec.batch_size * 1000.0 / max(timing.mean_ms, 1e-12),
         provider=provider,
         device_name=device.device_name if provider == CUDA else "CPU",
         ort_version=ort.__version__,
         samples_evaluated=len(inputs),
-        batch_latencies_ms=[round(float(t), 4) for t in ms],
+        batch_latencies_ms=timing.kept_batches_ms,
     )
 
 
@@ -372,5 +506,7 @@ def evaluate(
     spec: TaskSpec,
     device: DeviceConfig,
     progress: ProgressCallback | None = None,
+    hooks: TimingHooks | None = None,
 ) -> EvalResult:
-    return evaluate_session(create_session(model_bytes, device), data, spec, device, progress)
+    session = create_session(model_bytes, device)
+    return evaluate_session(session, data, spec, device, progress, hooks)

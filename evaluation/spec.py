@@ -6,7 +6,9 @@ tested without a database.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from evaluation.timing import TimingProtocol
 
 # Input dtypes a task may declare, mapped to the ONNX tensor type names onnxruntime reports.
 ONNX_TYPE_FOR_DTYPE: dict[str, str] = {
@@ -29,6 +31,7 @@ class TaskSpec:
     max_model_bytes: int
     time_limit_s: float
     requires_gpu: bool = False
+    timing: TimingProtocol = field(default_factory=TimingProtocol)
 
     @property
     def batch_shape(self) -> tuple[int, ...]:

@@ -5,7 +5,10 @@ Start it with ``manage.py rqworker evaluation --worker-class evaluation.worker.E
 ``EVAL_GPU_MEMORY_FRACTION``; see the README for several workers on one GPU).
 
 The parent process never creates an onnxruntime session (CUDA must not be initialised before a
-fork). It watches horses, turns a horse that died (OOM killer, segfault in an operator) into a
+fork). At start it pins its GPU for CUDA (evaluation/device.py), runs the CUDA self-test in a
+child (evaluation/selftest.py), checks the GPU's memory plan (evaluation/memory_plan.py) and
+clears its own name's registration when the process that held it is provably dead. It watches
+horses, turns a horse that died (OOM killer, segfault in an operator) into a
 retry or a plain failure, publishes a heartbeat with NVML stats every few seconds, and now and
 then runs the fleet's recovery under a Redis lock.
 """
@@ -20,20 +23,35 @@ import signal
 import socket
 import sys
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import onnxruntime as ort
 from django import db
 from django.conf import settings
-from rq import Queue
+from django.core.exceptions import ImproperlyConfigured
+from rq import Queue, worker_registration
 from rq.exceptions import StopRequested
+from rq.executions import Execution
 from rq.job import Job
 from rq.utils import now
-from rq.worker import Worker
+from rq.worker import Worker, WorkerStatus
 
-from evaluation import heartbeat, recovery
-from evaluation.device import worker_name
-from evaluation.gpu import gpu_reading, host_info
+from evaluation import heartbeat, memory_plan, ready_horse, recovery
+from evaluation.device import (
+    CUDA_DEVICE_ID,
+    DeviceChoice,
+    current_choice,
+    nvml_target,
+    pin_cuda,
+    record_selftest,
+    this_gpu_pin,
+    worker_name,
+)
+from evaluation.dispatch import fair_pick, submission_id_of
+from evaluation.gpu import GpuInfo, gpu_reading, host_info
+from evaluation.queues import detected_device, queue_name, worker_classes
+from evaluation.registration import dead_registration
+from evaluation.selftest import run_selftest
 from submissions import services
 from submissions.models import Submission
 
@@ -43,16 +61,11 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 def worker_command(name: str, *, burst: bool = False) -> list[str]:
     """The command that runs one evaluation worker (from the project directory), as the README,
-    the demo, the benchmarks and the tests start it."""
+    the demo, the benchmarks and the tests start it. On ``settings.EVALUATION_QUEUE`` the worker
+    listens to the queues of the device classes it serves (see ``resolve_queues``)."""
     command = [sys.executable, "manage.py", "rqworker", settings.EVALUATION_QUEUE]
     command += ["--worker-class", f"{__name__}.EvaluationWorker", "--name", name]
     return [*command, "--burst"] if burst else command
-
-
-def submission_id_of(job: Job) -> int | None:
-    if job.func_name != "evaluation.jobs.evaluate_submission" or not job.args:
-        return None
-    return int(job.args[0])
 
 
 def _overran(job: Job) -> bool:
@@ -76,15 +89,50 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def _names(queues: Any) -> list[str]:
+    given = [queues] if isinstance(queues, str | Queue) else list(queues)
+    return [q.name if isinstance(q, Queue) else str(q) for q in given]
+
+
+def resolve_queues(queues: Any) -> tuple[list[Any], list[str]]:
+    """The queues and device classes of a worker started on ``queues``.
+
+    The plain evaluation queue means "what my device serves" (queues.served_classes); explicit
+    class queues (``evaluation-a40``) are taken as given.
+    """
+    given = [queues] if isinstance(queues, str | Queue) else list(queues)
+    names = _names(queues)
+    if names == [settings.EVALUATION_QUEUE]:
+        device, gpu_name = detected_device()
+        classes = worker_classes(device=device, gpu_name=gpu_name)
+        return [queue_name(c) for c in classes], classes  # rq makes them its queue class
+    prefix = f"{settings.EVALUATION_QUEUE}-"
+    classes = [
+        "cpu" if n == settings.EVALUATION_QUEUE else n.removeprefix(prefix)
+        for n in names
+        if n == settings.EVALUATION_QUEUE or n.startswith(prefix)
+    ]
+    return given, classes
+
+
 class EvaluationWorker(Worker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if not kwargs.get("name"):
             kwargs["name"] = worker_name()
-        super().__init__(*args, **kwargs)
+        queues = args[0] if args else kwargs.pop("queues")
+        resolved, self.device_classes = resolve_queues(queues)
+        # Started on the plain queue: the classes follow the device, so they are derived again
+        # once the CUDA self-test has said whether this worker really runs on CUDA.
+        self._classes_follow_device = _names(queues) == [settings.EVALUATION_QUEUE]
+        super().__init__(resolved, *args[1:], **kwargs)
+        self.class_queues = {q.name: q for q in self.queues}
+        log.info("worker %s serves device classes %s", self.name, ", ".join(self.device_classes))
         # rq's monitoring loop calls heartbeat() every job_monitoring_interval while a horse runs.
         self.job_monitoring_interval = max(1, round(settings.EVAL_HEARTBEAT_INTERVAL_S))
-        # onnxruntime logs every CUDA fallback at error level; warnings are enough.
+        # Horses log onnxruntime errors only: a CUDA fallback is caught once, by the self-test at
+        # start, which keeps onnxruntime's warnings and logs the reason at error level.
         ort.set_default_logger_severity(3)
+        self.device_choice: DeviceChoice | None = None
         self.fleet_state = heartbeat.WorkerState(
             name=self.name,
             host=socket.gethostname(),
@@ -92,13 +140,148 @@ class EvaluationWorker(Worker):
             state="idle",
             device="cpu",
             started_at=time.time(),
+            device_classes=self.device_classes,
         )
         self._last_publish = 0.0
+        self._ready: ready_horse.ReadyHorse | None = None
+        self._last_task_id: int | None = None  # the likely task of the next job
+
+    def bootstrap(self, *args: Any, **kwargs: Any) -> None:
+        # The name first: a mistaken second worker under a live one's name must not publish
+        # anything under it (the self-test and the memory plan do) before rq refuses it.
+        self._claim_name()
+        self.start_device()
+        super().bootstrap(*args, **kwargs)
+        self.publish_heartbeat(force=True)
+        # A restarted worker may have left a submission running: recover it now, not later.
+        self._maybe_recover(now=True)
+
+    def start_device(self) -> None:
+        """Pin the GPU for CUDA, self-test it, and take a place in its memory plan.
+
+        Exits (SystemExit, non-zero) with the reason when EVAL_DEVICE=cuda and CUDA does not
+        work, or when this worker's share would overcommit its GPU.
+        """
+        reading = gpu_reading(*nvml_target())
+        choice = current_choice(reading.gpu)
+        if choice.use_cuda:
+            self._pin_cuda()
+            selftest = run_selftest(
+                device_id=CUDA_DEVICE_ID, timeout_s=settings.EVAL_CUDA_SELFTEST_TIMEOUT_S
+            )
+            record_selftest(selftest.problem)  # the horses forked later inherit it
+            choice = current_choice(reading.gpu)
+        self.device_choice = choice
+        if self._classes_follow_device:
+            gpu_name = reading.gpu.name if reading.gpu is not None else None
+            device = "cuda" if choice.use_cuda else "cpu"
+            self._serve_classes(worker_classes(device=device, gpu_name=gpu_name))
+        if choice.problem:
+            log.error("worker %s: %s", self.name, choice.problem)
+        if settings.EVAL_DEVICE == "cuda" and not choice.use_cuda:
+            self._refuse(f"EVAL_DEVICE=cuda, but CUDA does not work here: {choice.problem}")
+        if choice.use_cuda:
+            log.info("worker %s: CUDA self-test passed on %s", self.name, self._gpu_label(reading))
+            if reading.gpu is not None and choice.memory_share:
+                self._join_memory_plan(reading.gpu, choice.memory_share)
+
+    def _serve_classes(self, classes: list[str]) -> None:
+        """Listen to these device classes' queues (before rq registers the worker's queues)."""
+        if classes == self.device_classes:
+            return
+        log.warning(
+            "worker %s serves device classes %s (not %s): its device is not what it first seemed",
+            self.name,
+            ", ".join(classes),
+            ", ".join(self.device_classes),
+        )
+        self.queues = [
+            self.queue_class(
+                queue_name(c),
+                connection=self.connection,
+                job_class=self.job_class,
+                serializer=self.serializer,
+            )
+            for c in classes
+        ]
+        self._ordered_queues = self.queues[:]
+        self.class_queues = {q.name: q for q in self.queues}
+        self.device_classes = classes
+        self.fleet_state.device_classes = classes
+
+    def _pin_cuda(self) -> None:
+        """Make CUDA see this worker's GPU only, before any of its processes initialises CUDA."""
+        try:
+            pin_cuda(this_gpu_pin())
+        except ImproperlyConfigured as exc:
+            self._refuse(str(exc))
+
+    @staticmethod
+    def _gpu_label(reading: Any) -> str:
+        gpu = reading.gpu
+        return f"{gpu.name} {gpu.uuid}" if gpu is not None else "an unnamed GPU (no NVML)"
+
+    def _join_memory_plan(self, gpu: GpuInfo, share: int) -> None:
+        with memory_plan.plan_lock(self.connection, gpu.uuid):
+            others = [s for s in heartbeat.read_states(self.connection) if s.name != self.name]
+            plan = memory_plan.plan_of(
+                others, uuid=gpu.uuid, gpu_name=gpu.name, total=gpu.memory_total
+            )
+            why = memory_plan.refusal(plan, memory_plan.PlannedWorker(self.name, share))
+            if why:
+                self._refuse(why)
+            self.publish_heartbeat(force=True)  # takes this worker's place in the plan
+
+    def _refuse(self, message: str) -> NoReturn:
+        """Show the reason on the worker's card and exit non-zero with it."""
+        log.error("worker %s refuses to start: %s", self.name, message)
+        self.fleet_state.state = "stopped"
+        self.fleet_state.cuda_problem = message
+        with contextlib.suppress(Exception):
+            heartbeat.publish(self.connection, self.fleet_state, with_sample=False)
+        raise SystemExit(f"worker {self.name} refuses to start: {message}")
+
+    def _claim_name(self) -> None:
+        """rq refuses a name that is still registered; a registration whose process provably
+        died (kill -9, a lost machine) is cleared so a restart under that name starts at once."""
+        raw: dict[Any, Any] = self.connection.hgetall(self.key)  # type: ignore[assignment]
+        fields = {heartbeat.text(k): heartbeat.text(v) for k, v in raw.items()}
+        if not fields or "death" in fields:
+            return
+        states = {s.name: s for s in heartbeat.read_states(self.connection)}
+        why = dead_registration(fields, states.get(self.name), host=socket.gethostname())
+        if why is None:  # alive, or not provably dead: refused, as rq's register_birth would
+            raise ValueError(f"There exists an active worker named {self.name!r} already")
+        log.warning("worker %s: clearing its previous registration: %s", self.name, why)
+        with self.connection.pipeline() as pipe:
+            worker_registration.unregister(self, pipe)
+            pipe.delete(self.key)
+            pipe.execute()
 
     @property
     def dequeue_timeout(self) -> int:
         # The idle loop blocks on Redis at most this long, then calls heartbeat() again.
         return max(1, round(settings.EVAL_HEARTBEAT_INTERVAL_S))
+
+    def dequeue_job_and_maintain_ttl(
+        self, timeout: int | None, max_idle_time: int | None = None
+    ) -> tuple[Job, Queue] | None:
+        """rq's dequeue, then the fair turn among the queued submissions of this worker's
+        classes (evaluation/dispatch.py)."""
+        self._ensure_ready_horse()  # it warms up while we wait for a job
+        while True:
+            result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+            if result is None:
+                return None
+            try:
+                picked = fair_pick(*result, classes=self.device_classes, queues=self.class_queues)
+            except StopRequested:
+                raise
+            except Exception:  # the database or Redis hiccuped: run what rq gave us
+                log.exception("worker %s: fair turn failed; running the job popped", self.name)
+                return result
+            if picked is not None:
+                return picked
 
     def fork_work_horse(self, job: Job, queue: Queue) -> None:
         # The horse must open its own database connections, not share the parent's sockets.
@@ -106,6 +289,77 @@ class EvaluationWorker(Worker):
         super().fork_work_horse(job, queue)
         self.fleet_state.horse_pid = self.horse_pid or None
         self.publish_heartbeat(force=True)
+
+    def _ensure_ready_horse(self) -> None:
+        if not settings.EVAL_READY_HORSE or self.is_horse:
+            return
+        if self._ready is not None and ready_horse.is_alive(self._ready.pid):
+            return
+        if self._ready is not None:
+            log.warning("worker %s: its ready work horse died while waiting", self.name)
+            ready_horse.stop(self._ready)
+        db.connections.close_all()  # the horse opens its own connections
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(write_fd)
+            self._ready_horse_main(read_fd)
+        os.close(read_fd)
+        self._ready = ready_horse.ReadyHorse(pid, write_fd)
+
+    def _ready_horse_main(self, read_fd: int) -> NoReturn:
+        """The ready horse: warm up, wait for a job, run it as rq runs a horse, exit."""
+        try:
+            os.setpgrp()
+            self._is_horse = True  # heartbeat() in a horse must not publish the worker's state
+            _die_with_parent(self.fleet_state.pid)
+            ready_horse.warm_up(
+                task_id=self._last_task_id,
+                use_cuda=bool(self.device_choice and self.device_choice.use_cuda),
+            )
+            handover = ready_horse.wait_for_job(read_fd)
+            if handover is None:
+                os._exit(0)
+            job = self.job_class.fetch(
+                handover.job_id, connection=self.connection, serializer=self.serializer
+            )
+            queue = next(q for q in self.queues if q.name == handover.queue_name)
+            execution = Execution(
+                handover.execution_id, job.id, self.connection, worker_name=self.name
+            )
+            self.executions = {execution.id: execution}
+        except BaseException:
+            log.exception("ready work horse of %s failed before its job", self.name)
+            os._exit(1)  # the worker sees a horse that died: the job is retried or failed
+        os.environ["RQ_WORKER_ID"] = self.name
+        os.environ["RQ_JOB_ID"] = job.id
+        self.main_work_horse(job, queue)
+        os._exit(0)
+
+    def _hand_to_ready_horse(self, job: Job, queue: Queue) -> bool:
+        """Run the job in the ready horse, as rq's execute_job would in a fresh fork; False when
+        there is no live ready horse (the caller forks one the usual way)."""
+        ready, self._ready = self._ready, None
+        if ready is None:
+            return False
+        if not ready_horse.is_alive(ready.pid):
+            ready_horse.stop(ready)
+            return False
+        self._horse_pid = ready.pid  # before anything can ask to kill "the horse"
+        execution = self.prepare_execution(job)
+        handover = ready_horse.Handover(job.id, queue.name, execution.id)
+        try:
+            os.write(ready.write_fd, handover.encode())
+        except OSError:  # it died just now: fork as rq does, for the same execution
+            ready_horse.stop(ready)
+            self.fork_work_horse(job, queue)
+        else:
+            os.close(ready.write_fd)
+            self.fleet_state.horse_pid = ready.pid
+            self.publish_heartbeat(force=True)
+        self.monitor_work_horse(job, queue, execution)
+        self.set_state(WorkerStatus.IDLE)
+        return True
 
     def main_work_horse(self, job: Job, queue: Queue) -> None:
         _die_with_parent(self.fleet_state.pid)
@@ -118,7 +372,8 @@ class EvaluationWorker(Worker):
         self.fleet_state.busy_since = time.time()
         self.publish_heartbeat(force=True)  # before the horse starts: recovery sees the claim
         try:
-            super().execute_job(job, queue)
+            if not self._hand_to_ready_horse(job, queue):
+                super().execute_job(job, queue)
         finally:
             self._count_outcome(job, submission_id)
             self.fleet_state.state = "idle"
@@ -136,9 +391,9 @@ class EvaluationWorker(Worker):
             result = job.latest_result()
             if result is not None and str(result.return_value or "").startswith("skipped"):
                 return
-            status = (
+            row = (
                 Submission.objects.filter(pk=submission_id, worker_name=self.name)
-                .values_list("status", flat=True)
+                .values_list("status", "task_id")
                 .first()
             )
         except StopRequested:
@@ -146,6 +401,9 @@ class EvaluationWorker(Worker):
         except Exception as exc:  # Redis or database trouble must not stop the worker
             log.warning("could not read the outcome of submission %s: %s", submission_id, exc)
             return
+        if row is None:
+            return
+        status, self._last_task_id = row
         if status == Submission.Status.SUCCEEDED:
             self.fleet_state.jobs_done += 1
         elif status == Submission.Status.FAILED:
@@ -171,7 +429,9 @@ class EvaluationWorker(Worker):
             )
             outcome = "failed: overran its job timeout"
         else:
-            outcome = services.submission_requeue_after_crash(submission_id=submission_id)
+            outcome = services.submission_retry_or_fail(
+                submission_id=submission_id, cause=services.HORSE_DIED, worker_name=self.name
+            )
         log.warning(
             "work horse for submission %s died (status %s): %s", submission_id, ret_val, outcome
         )
@@ -182,6 +442,9 @@ class EvaluationWorker(Worker):
             self.publish_heartbeat()
 
     def register_death(self) -> None:
+        if self._ready is not None:  # what we start we stop: the horse that got no job
+            ready_horse.stop(self._ready)
+            self._ready = None
         super().register_death()
         self.fleet_state.state = "stopped"
         self.fleet_state.submission_id = None
@@ -206,25 +469,27 @@ class EvaluationWorker(Worker):
             self._maybe_recover()
 
     def _refresh_stats(self) -> None:
-        reading = gpu_reading(settings.EVAL_GPU_INDEX, settings.EVAL_GPU_UUID or None)
+        reading = gpu_reading(*nvml_target())
         state = self.fleet_state
         state.gpu = reading.gpu.as_dict() if reading.gpu is not None else None
         state.gpu_problem = reading.problem
         state.no_gpu_reason = reading.no_gpu_reason
         state.host_stats = host_info().as_dict()
-        # The same rule as evaluation.device.device_config, without creating a session.
-        cuda_built = "CUDAExecutionProvider" in ort.get_available_providers()
-        mode = settings.EVAL_DEVICE
-        cuda = cuda_built and (mode == "cuda" or (mode == "auto" and reading.gpu is not None))
-        state.device = "cuda" if cuda else "cpu"
-        share: int | None = settings.EVAL_GPU_MEMORY_BYTES or None
-        if share is None and reading.gpu is not None:
-            share = int(reading.gpu.memory_total * settings.EVAL_GPU_MEMORY_FRACTION)
-        state.memory_share = share if cuda else None
+        # Decided once at start (self-test included); a worker object never started (tests)
+        # applies the same rule to what NVML says now.
+        choice = self.device_choice or current_choice(reading.gpu)
+        state.device = "cuda" if choice.use_cuda else "cpu"
+        state.memory_share = choice.memory_share
+        state.cuda_problem = choice.problem
 
-    def _maybe_recover(self) -> None:
+    def _maybe_recover(self, *, now: bool = False) -> None:
         try:
-            report = recovery.reconcile_if_due(self.connection)
+            if now:
+                report: recovery.ReconcileReport | None = recovery.reconcile(
+                    connection=self.connection, blocking=False
+                )
+            else:
+                report = recovery.reconcile_if_due(self.connection)
         except StopRequested:
             raise
         except Exception:

@@ -3,6 +3,9 @@
 Every setting comes through one of these so that a bad value fails at start-up with a message that
 names the variable, instead of surfacing later as a confusing error deep inside Django.
 A secret may also be given as ``NAME_FILE`` pointing at a file (Docker/Kubernetes secrets).
+
+A variable that is unset or blank (``NAME=`` in an env file) means its default, for every helper:
+an emptied line must never quietly turn a protection off.
 """
 
 from __future__ import annotations
@@ -13,17 +16,26 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _raw(name: str) -> str | None:
+    """The variable's value, or None when it is unset or blank."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    return raw
 
 
 def env_str(name: str, default: str | None = None) -> str | None:
-    file_name = os.environ.get(f"{name}_FILE")
+    file_name = _raw(f"{name}_FILE")
     if file_name:
         try:
             return Path(file_name).read_text().strip()
         except OSError as exc:
             raise ImproperlyConfigured(f"{name}_FILE={file_name!r} cannot be read: {exc}") from exc
-    return os.environ.get(name, default)
+    raw = _raw(name)
+    return default if raw is None else raw
 
 
 def env_required(name: str) -> str:
@@ -34,7 +46,7 @@ def env_required(name: str) -> str:
 
 
 def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
+    raw = _raw(name)
     if raw is None:
         return default
     value = raw.strip().lower()
@@ -46,23 +58,26 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
+    raw = _raw(name)
+    return default if raw is None else _integer(f"{name}=", raw, minimum)
+
+
+def _integer(where: str, raw: str, minimum: int | None) -> int:
+    """``raw`` as an integer of at least ``minimum``; ``where`` starts each refusal."""
     try:
         value = int(raw)
     except ValueError as exc:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer.") from exc
+        raise ImproperlyConfigured(f"{where}{raw!r} is not an integer.") from exc
     if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}.")
+        raise ImproperlyConfigured(f"{where}{value} must be at least {minimum}.")
     return value
 
 
 def env_float(
     name: str, default: float, *, low: float | None = None, high: float | None = None
 ) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
+    raw = _raw(name)
+    if raw is None:
         return default
     try:
         value = float(raw)
@@ -74,14 +89,20 @@ def env_float(
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
-    raw = os.environ.get(name)
+    raw = _raw(name)
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
 def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
-    value = os.environ.get(name, default).strip().lower()
+    value = (_raw(name) or default).strip().lower()
     if value not in choices:
         raise ImproperlyConfigured(f"{name}={value!r} must be one of {', '.join(choices)}.")
     return value
+
+
+def env_int_list(name: str, default: list[int], *, minimum: int | None = None) -> list[int]:
+    """A comma-separated list of integers, e.g. ``10,60,300``."""
+    items = env_list(name, [str(v) for v in default])
+    return [_integer(f"{name}: ", item, minimum) for item in items]

@@ -139,7 +139,26 @@ def client_ip(request: HttpRequest | Any) -> str:
         hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
         if hops:
             return hops[-min(proxies, len(hops))]
+    if forwarded:
+        _warn_untrusted_forwarding(remote)
     return remote or "unknown"
+
+
+UNTRUSTED_FORWARDING = (
+    "A request came through %s with X-Forwarded-For, but RATE_LIMIT_TRUSTED_PROXIES=0: "
+    "every client behind a proxy shares its address, so one client's failed log-ins lock "
+    "them all out. Set RATE_LIMIT_TRUSTED_PROXIES to the number of proxies in front of Django "
+    "(logged once per process)."
+)
+_warned_untrusted_forwarding = False
+
+
+def _warn_untrusted_forwarding(peer: str) -> None:
+    """Once per process: a proxy forwards for clients whose addresses we do not believe."""
+    global _warned_untrusted_forwarding
+    if not _warned_untrusted_forwarding:
+        _warned_untrusted_forwarding = True
+        log.warning(UNTRUSTED_FORWARDING, peer or "an unknown peer")
 
 
 def rate_limit_undo(*, scope: str, ident: str) -> None:

@@ -1,33 +1,63 @@
-"""Settings for the ONNX evaluation portal, read from the environment (see README, Configuration).
+"""Settings for the ONNX evaluation portal, read from the environment (docs/configuration.md).
 
 Embedded defaults make the demo run on a bare machine: SQLite, an embedded Redis, local file
 storage, CPU execution where there is no GPU. Production sets DATABASE_URL, REDIS_URL, S3 and
-SECRET_KEY.
+SECRET_KEY. One topic per section; an unset or blank variable means its default.
 """
 
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from portal.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_int_list,
+    env_list,
+    env_required,
+    env_str,
+)
+from portal.ratelimit import parse_rate
 
+# --- Core: where files live, debug, the secret key, host names ---
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PORTAL_VAR_DIR") or BASE_DIR / "var")
 
 DEBUG = env_bool("DEBUG", False)
-_secret = env_str("SECRET_KEY")
-if not _secret:
+# The embedded Redis is for the demo (DEBUG) and the test runner only; production names its Redis.
+_UNDER_TEST_RUNNER = "pytest" in sys.modules
+SECRET_KEY = env_str("SECRET_KEY") or ""
+if not SECRET_KEY:
     if not DEBUG:
-        from django.core.exceptions import ImproperlyConfigured
-
         raise ImproperlyConfigured("SECRET_KEY must be set (or SECRET_KEY_FILE) unless DEBUG=1.")
-    _secret = "dev-only-insecure-key-do-not-use-in-production"
-SECRET_KEY = _secret
+    SECRET_KEY = "dev-only-insecure-key-do-not-use-in-production"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# --- Static files and media ---
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env_str("STATIC_ROOT") or BASE_DIR / "staticfiles")
+# Hashed, compressed, cached-forever static files need `collectstatic` first, so production
+# (the web image) turns this on; tests and the demo keep Django's plain storage.
+STATICFILES_MANIFEST = env_bool("STATICFILES_MANIFEST", False)
+# Whitenoise serves the collected static files (gunicorn in production) once `collectstatic` has
+# filled STATIC_ROOT; before that (tests, `make demo`) it would only warn.
+_SERVE_COLLECTED_STATIC = STATICFILES_MANIFEST or STATIC_ROOT.is_dir()
+MEDIA_URL = "media/"
+MEDIA_ROOT = Path(env_str("MEDIA_ROOT") or VAR_DIR / "media")
+
+# --- Applications and middleware ---
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -36,15 +66,24 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "django_rq",
     "portal",
     "submissions",
     "evaluation",
+    "portal.accounts",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
 ]
 
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
+    # /healthz answers before host validation and sessions: the container healthcheck and load
+    # balancers call it by IP.
+    "portal.health.HealthCheckMiddleware",
+    "django.middleware.security.SecurityMiddleware",  # redirects to HTTPS first
+    *(["whitenoise.middleware.WhiteNoiseMiddleware"] if _SERVE_COLLECTED_STATIC else []),
+    # An oversized body is refused from its Content-Length before anything reads it.
+    "portal.upload_limits.UploadSizeLimitMiddleware",
+    "portal.security_headers.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -53,9 +92,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "portal.urls"
-WSGI_APPLICATION = "portal.wsgi.application"
-
+# --- Templates ---
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
@@ -71,6 +108,7 @@ TEMPLATES = [
     },
 ]
 
+# --- Database ---
 DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'portal.sqlite3'}",
@@ -84,54 +122,70 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # IMMEDIATE: a transaction takes the write lock when it begins, so two processes never
     # deadlock upgrading read locks (SQLite answers that with "database is locked" at once).
     DATABASES["default"].setdefault("OPTIONS", {}).update(timeout=30, transaction_mode="IMMEDIATE")
-DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# --- Accounts and passwords ---
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.Argon2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",  # existing hashes upgrade on next log-in
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+    "django.contrib.auth.hashers.ScryptPasswordHasher",
+]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "task-list"
 LOGOUT_REDIRECT_URL = "task-list"
 
+# --- Email (password resets) ---
+EMAIL_BACKEND = env_str("EMAIL_BACKEND") or "django.core.mail.backends.console.EmailBackend"
+EMAIL_HOST = env_str("EMAIL_HOST") or "localhost"
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER") or ""
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD") or ""
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL") or "portal@localhost"
+# The portal's address as users reach it, for links in e-mails and webhook bodies.
+SITE_URL = (env_str("SITE_URL") or "http://127.0.0.1:8000").rstrip("/")
+# A failing webhook is tried again after each of these pauses (seconds), then given up.
+WEBHOOK_RETRY_INTERVALS_S = env_int_list(
+    "WEBHOOK_RETRY_INTERVALS_S", [10, 60, 300, 1800], minimum=0
+)
+WEBHOOK_TIMEOUT_S = env_float("WEBHOOK_TIMEOUT_S", 5.0, low=0.1, high=60.0)
+# A notification still pending this long after its status change is enqueued again by recovery.
+NOTIFICATIONS_SWEEP_AFTER_S = env_int("NOTIFICATIONS_SWEEP_AFTER_S", 60, minimum=1)
+
+# --- Internationalisation ---
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
-STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = Path(env_str("STATIC_ROOT") or BASE_DIR / "staticfiles")
-MEDIA_URL = "media/"
-MEDIA_ROOT = Path(env_str("MEDIA_ROOT") or VAR_DIR / "media")
-
-# Storage: local files by default; S3 (or MinIO through AWS_S3_ENDPOINT_URL) in production.
-# Model files and datasets are never public (private ACL, signed URLs only): workers on other hosts
-# read them through this storage with their own credentials, never through a shared disk.
+# --- Storage of model files and datasets ---
+# Local files by default; S3 (or MinIO through AWS_S3_ENDPOINT_URL) in production. Model files and
+# datasets are never public (private ACL, signed URLs only): workers on other hosts read them
+# through this storage with their own credentials, never through a shared disk.
 STORAGE_BACKEND = env_choice("STORAGE_BACKEND", "local", ("local", "s3"))
 # A signed URL must stay valid longer than the longest evaluation job (task time limit + margin);
 # S3 refuses signatures over 7 days.
 AWS_QUERYSTRING_EXPIRE = env_int("AWS_QUERYSTRING_EXPIRE", 86400, minimum=3600)
 if AWS_QUERYSTRING_EXPIRE > 7 * 86400:
-    from django.core.exceptions import ImproperlyConfigured
-
     raise ImproperlyConfigured(
         f"AWS_QUERYSTRING_EXPIRE={AWS_QUERYSTRING_EXPIRE} exceeds S3's limit of 604800 (7 days)."
     )
 if STORAGE_BACKEND == "s3":
-    from portal.env import env_required
-
     _default_storage = {
         "BACKEND": "storages.backends.s3.S3Storage",
         "OPTIONS": {
             "bucket_name": env_required("AWS_STORAGE_BUCKET_NAME"),
-            "endpoint_url": env_str("AWS_S3_ENDPOINT_URL") or None,
-            "region_name": env_str("AWS_S3_REGION_NAME") or None,
+            "endpoint_url": env_str("AWS_S3_ENDPOINT_URL"),
+            "region_name": env_str("AWS_S3_REGION_NAME"),
             # Unset keys: boto3's own chain (instance role, ~/.aws) supplies credentials.
-            "access_key": env_str("AWS_ACCESS_KEY_ID") or None,
-            "secret_key": env_str("AWS_SECRET_ACCESS_KEY") or None,
+            "access_key": env_str("AWS_ACCESS_KEY_ID"),
+            "secret_key": env_str("AWS_SECRET_ACCESS_KEY"),
             # MinIO and other self-hosted servers want path-style addressing.
             "addressing_style": env_choice(
                 "AWS_S3_ADDRESSING_STYLE", "auto", ("auto", "path", "virtual")
@@ -147,76 +201,41 @@ else:
     _default_storage = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
 STORAGES = {
     "default": _default_storage,
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if STATICFILES_MANIFEST
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
 }
 
+# --- Uploads ---
 # Uploads always go to a temporary file on disk, never into memory, whatever their size.
 FILE_UPLOAD_HANDLERS = ["django.core.files.uploadhandler.TemporaryFileUploadHandler"]
 FILE_UPLOAD_MAX_MEMORY_SIZE = 0
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 2 * 1024**3, minimum=1)  # ONNX protobuf max: 2 GiB
 
-# Redis: the queue, and nothing that cannot be rebuilt from the database.
-REDIS_URL = env_str("REDIS_URL")
+# --- Redis: the queue and the shared cache, nothing that cannot be rebuilt from the database ---
+REDIS_URL = env_str("REDIS_URL") or ""
 if not REDIS_URL:
+    if not (DEBUG or _UNDER_TEST_RUNNER):
+        raise ImproperlyConfigured(
+            "REDIS_URL must be set (or REDIS_URL_FILE) unless DEBUG=1: the embedded Redis is "
+            "for the demo and the tests only."
+        )
     from portal.embedded_redis import embedded_redis_url
 
     REDIS_URL = embedded_redis_url(VAR_DIR / "redis")
 
 EVALUATION_QUEUE = "evaluation"
+# Notifications (e-mail, webhooks) wait here for a plain `manage.py rqworker notifications
+# --with-scheduler`; evaluation workers never listen to it, so a slow webhook never delays them.
+NOTIFICATIONS_QUEUE = "notifications"
 RQ_QUEUES = {
     EVALUATION_QUEUE: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600},
+    NOTIFICATIONS_QUEUE: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 300},
 }
 RQ_SHOW_ADMIN_LINK = True
-
-REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
-    ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
-    "DEFAULT_PAGINATION_CLASS": "portal.pagination.BoundedLimitOffsetPagination",
-    "PAGE_SIZE": 50,
-}
-
-# Worker-side settings: how this process evaluates models (see evaluation/device.py).
-EVAL_DEVICE = env_choice("EVAL_DEVICE", "auto", ("auto", "cuda", "cpu"))
-EVAL_GPU_INDEX = env_int("EVAL_GPU_INDEX", 0, minimum=0)
-EVAL_GPU_MEMORY_FRACTION = env_float("EVAL_GPU_MEMORY_FRACTION", 0.9, low=0.01, high=1.0)
-EVAL_GPU_MEMORY_BYTES = env_int("EVAL_GPU_MEMORY_BYTES", 0, minimum=0)
-EVAL_CUDNN_CONV_ALGO_SEARCH = env_choice(
-    "EVAL_CUDNN_CONV_ALGO_SEARCH", "EXHAUSTIVE", ("exhaustive", "heuristic", "default")
-).upper()
-EVAL_INTRA_OP_THREADS = env_int("EVAL_INTRA_OP_THREADS", 0, minimum=0)
-EVAL_WARMUP_RUNS = env_int("EVAL_WARMUP_RUNS", 2, minimum=0)
-EVAL_WORKER_NAME = env_str("EVAL_WORKER_NAME") or ""
-EVAL_CACHE_DIR = Path(env_str("EVAL_CACHE_DIR") or VAR_DIR / "worker-cache")
-
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL") or "INFO"},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
-}
-
-# --- issue 5: accounts, API tokens, rate limits, upload cap, hardening, OpenAPI ---
-from portal.ratelimit import parse_rate  # noqa: E402  (validates the rates below at start-up)
-
-INSTALLED_APPS += ["portal.accounts", "drf_spectacular", "drf_spectacular_sidecar"]
-# Right after SecurityMiddleware (which redirects to HTTPS first): an oversized body is refused
-# from its Content-Length before anything reads it.
-MIDDLEWARE.insert(1, "portal.upload_limits.UploadSizeLimitMiddleware")
-MIDDLEWARE.insert(2, "portal.security_headers.ContentSecurityPolicyMiddleware")
-UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 2 * 1024**3, minimum=1)  # ONNX protobuf max: 2 GiB
-
-PASSWORD_HASHERS = [
-    "django.contrib.auth.hashers.Argon2PasswordHasher",
-    "django.contrib.auth.hashers.PBKDF2PasswordHasher",  # existing hashes upgrade on next log-in
-    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
-    "django.contrib.auth.hashers.ScryptPasswordHasher",
-]
-
 # One cache for every web process: the rate limiter's counters live here.
 CACHES = {
     "default": {
@@ -225,6 +244,8 @@ CACHES = {
         "KEY_PREFIX": "portal",
     }
 }
+
+# --- Rate limits ---
 RATE_LIMITS = {
     "uploads": env_str("RATE_LIMIT_UPLOADS") or "20/hour",  # per user, web form and API together
     "api_user": env_str("RATE_LIMIT_API_USER") or "300/min",  # API reads per signed-in user
@@ -235,19 +256,28 @@ RATE_LIMITS = {
     "password_reset_ip": env_str("RATE_LIMIT_PASSWORD_RESET_IP") or "5/hour",
 }
 for _rate in RATE_LIMITS.values():
-    parse_rate(_rate)
+    parse_rate(_rate)  # a bad rate fails at start-up, naming itself
 RATE_LIMIT_TRUSTED_PROXIES = env_int("RATE_LIMIT_TRUSTED_PROXIES", 0, minimum=0)
 RATE_LIMIT_NAMESPACE = ""  # tests give each test its own counters
+# Where cached boards' versions live (submissions.board_cache): tests give each test its own
+# and pass it to the worker processes they start, which bump the versions the pages read.
+BOARD_CACHE_NAMESPACE = env_str("BOARD_CACHE_NAMESPACE") or ""
 
-REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
-    "portal.accounts.authentication.ApiTokenAuthentication",
-    "rest_framework.authentication.SessionAuthentication",
-]
-REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
-    "portal.throttles.ApiReadThrottle",
-    "portal.throttles.UploadThrottle",
-]
-REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] = "drf_spectacular.openapi.AutoSchema"
+# --- REST API and its OpenAPI schema ---
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "portal.accounts.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "portal.throttles.ApiReadThrottle",
+        "portal.throttles.UploadThrottle",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "portal.pagination.BoundedLimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "portal.openapi.PortalAutoSchema",
+}
 SPECTACULAR_SETTINGS = {
     "TITLE": "ONNX evaluation portal API",
     "DESCRIPTION": "Upload ONNX models to tasks, follow their evaluation, read leaderboards.",
@@ -259,14 +289,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-EMAIL_BACKEND = env_str("EMAIL_BACKEND") or "django.core.mail.backends.console.EmailBackend"
-EMAIL_HOST = env_str("EMAIL_HOST") or "localhost"
-EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
-EMAIL_HOST_USER = env_str("EMAIL_HOST_USER") or ""
-EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD") or ""
-EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
-DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL") or "portal@localhost"
-
+# --- HTTPS, cookies and security headers ---
 # Secure by default outside DEBUG: `manage.py check --deploy` passes with no warnings once
 # SECRET_KEY and ALLOWED_HOSTS are set. Behind a TLS-terminating proxy set
 # SECURE_PROXY_SSL_HEADER=1 (only then is X-Forwarded-Proto believed).
@@ -288,39 +311,80 @@ CONTENT_SECURITY_POLICY = env_str("CONTENT_SECURITY_POLICY") or (
     "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
     "object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
 )
-# --- issue 7: deployment (health check, static files served by whitenoise under gunicorn) ---
-# /healthz answers before host validation and sessions: the container healthcheck and load
-# balancers call it by IP. Whitenoise serves the collected static files (gunicorn in production)
-# once `collectstatic` has filled STATIC_ROOT; before that (tests, `make demo`) it would only warn.
-MIDDLEWARE.insert(0, "portal.health.HealthCheckMiddleware")
-if env_bool("STATICFILES_MANIFEST", False) or STATIC_ROOT.is_dir():
-    MIDDLEWARE.insert(
-        MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
-        "whitenoise.middleware.WhiteNoiseMiddleware",
-    )
-# Hashed, compressed, cached-forever static files need `collectstatic` first, so production
-# (the web image) turns this on; tests and the demo keep Django's plain storage.
-if env_bool("STATICFILES_MANIFEST", False):
-    STORAGES["staticfiles"] = {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}
-# --- issue 4: GPU worker fleet (heartbeats, recovery, ops metrics) ---
+
+# --- Logging ---
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL") or "INFO"},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+# --- Evaluation workers: the device and the engine (evaluation/device.py, evaluation/runner.py) ---
+EVAL_WORKER_NAME = env_str("EVAL_WORKER_NAME") or ""
+EVAL_CACHE_DIR = Path(env_str("EVAL_CACHE_DIR") or VAR_DIR / "worker-cache")
+EVAL_DEVICE = env_choice("EVAL_DEVICE", "auto", ("auto", "cuda", "cpu"))
+EVAL_GPU_INDEX = env_int("EVAL_GPU_INDEX", 0, minimum=0)
 # Which GPU NVML reads for this worker's stats; the UUID wins over EVAL_GPU_INDEX (NVML ignores
 # CUDA_VISIBLE_DEVICES, so a UUID is the only name that means the same GPU to CUDA and NVML).
 EVAL_GPU_UUID = env_str("EVAL_GPU_UUID") or ""
-# Workers publish their state every EVAL_HEARTBEAT_INTERVAL_S; one silent for
-# EVAL_HEARTBEAT_STALE_S is shown offline and its running submission is recovered.
-EVAL_HEARTBEAT_INTERVAL_S = env_float("EVAL_HEARTBEAT_INTERVAL_S", 5.0, low=0.2, high=60.0)
-EVAL_HEARTBEAT_STALE_S = env_float("EVAL_HEARTBEAT_STALE_S", 30.0, low=1.0, high=3600.0)
-EVAL_HEARTBEAT_HISTORY_S = env_int("EVAL_HEARTBEAT_HISTORY_S", 3600, minimum=60)
-# How often some worker runs evaluation/recovery.py (under a Redis lock, one at a time).
-EVAL_RECOVERY_INTERVAL_S = env_float("EVAL_RECOVERY_INTERVAL_S", 30.0, low=0.5, high=3600.0)
-EVAL_TEMPERATURE_WARN_C = env_int("EVAL_TEMPERATURE_WARN_C", 85, minimum=0)
-EVAL_MEMORY_WARN_FRACTION = env_float("EVAL_MEMORY_WARN_FRACTION", 0.95, low=0.1, high=1.0)
-# Bearer token for GET /metrics (Prometheus); the endpoint answers 404 while it is unset.
-EVAL_METRICS_TOKEN = env_str("EVAL_METRICS_TOKEN") or ""
-# --- issue 3: evaluation engine (session options fixed per worker, CPU memory containment) ---
+EVAL_GPU_MEMORY_FRACTION = env_float("EVAL_GPU_MEMORY_FRACTION", 0.9, low=0.01, high=1.0)
+EVAL_GPU_MEMORY_BYTES = env_int("EVAL_GPU_MEMORY_BYTES", 0, minimum=0)
+EVAL_CUDNN_CONV_ALGO_SEARCH = env_choice(
+    "EVAL_CUDNN_CONV_ALGO_SEARCH", "EXHAUSTIVE", ("exhaustive", "heuristic", "default")
+).upper()
+EVAL_INTRA_OP_THREADS = env_int("EVAL_INTRA_OP_THREADS", 0, minimum=0)
 EVAL_INTER_OP_THREADS = env_int("EVAL_INTER_OP_THREADS", 1, minimum=1)
 EVAL_GRAPH_OPTIMIZATION = env_choice(
     "EVAL_GRAPH_OPTIMIZATION", "all", ("disabled", "basic", "extended", "all")
 )
+EVAL_WARMUP_RUNS = env_int("EVAL_WARMUP_RUNS", 2, minimum=0)
 # Address space (MB) one CPU evaluation may add to its work horse, enforced with RLIMIT_AS; 0 = off.
 EVAL_CPU_MEMORY_LIMIT_MB = env_int("EVAL_CPU_MEMORY_LIMIT_MB", 4096, minimum=0)
+
+# GPU memory one worker process holds outside gpu_mem_limit (CUDA context, cuDNN and cuBLAS
+# handles and workspaces); the per-GPU memory plan counts it once per worker.
+EVAL_CUDA_CONTEXT_MB = env_int("EVAL_CUDA_CONTEXT_MB", 500, minimum=0)
+# How long the CUDA self-test at worker start may take (the first session loads cuDNN).
+EVAL_CUDA_SELFTEST_TIMEOUT_S = env_float(
+    "EVAL_CUDA_SELFTEST_TIMEOUT_S", 120.0, low=5.0, high=1800.0
+)
+# Fork the next work horse while idle and warm it up (database, Redis, the last task's dataset,
+# the CUDA context); it still runs one evaluation and exits (evaluation/ready_horse.py).
+EVAL_READY_HORSE = env_bool("EVAL_READY_HORSE", True)
+# The device classes this worker serves (e.g. "a40,gpu"); empty: derived from its device
+# (a CPU worker serves "cpu", a CUDA worker "gpu" plus the classes matching its GPU's name).
+EVAL_DEVICE_CLASSES = env_list("EVAL_DEVICE_CLASSES", [])
+if any(not re.fullmatch(r"[-a-zA-Z0-9_]{1,32}", c) for c in EVAL_DEVICE_CLASSES):
+    raise ImproperlyConfigured(
+        f"EVAL_DEVICE_CLASSES={','.join(EVAL_DEVICE_CLASSES)!r}: give device class slugs "
+        "separated by commas, e.g. a40,gpu."
+    )
+
+# --- Evaluation workers: the timing protocol (defaults; Task.timing overrides each) ---
+# The timing phase runs at least MIN_TIME_S and MIN_BATCHES in all, at most MAX_TIME_S, split over
+# PASSES passes; a relative IQR of the pass medians above UNSTABLE_SPREAD marks it unstable.
+EVAL_TIMING_MIN_TIME_S = env_float("EVAL_TIMING_MIN_TIME_S", 1.0, low=0.0, high=600.0)
+EVAL_TIMING_MIN_BATCHES = env_int("EVAL_TIMING_MIN_BATCHES", 64, minimum=1)
+EVAL_TIMING_MAX_TIME_S = env_float("EVAL_TIMING_MAX_TIME_S", 10.0, low=0.001, high=3600.0)
+EVAL_TIMING_PASSES = env_int("EVAL_TIMING_PASSES", 5, minimum=1)
+EVAL_TIMING_UNSTABLE_SPREAD = env_float("EVAL_TIMING_UNSTABLE_SPREAD", 0.05, low=0.0001, high=10.0)
+# How long a worker waits for the device's timing lock before it times without exclusivity (the
+# result says so), and the lock's TTL: a work horse killed while timing frees it this fast.
+EVAL_TIMING_LOCK_WAIT_S = env_float("EVAL_TIMING_LOCK_WAIT_S", 60.0, low=0.0, high=3600.0)
+EVAL_TIMING_LOCK_TTL_S = env_float("EVAL_TIMING_LOCK_TTL_S", 5.0, low=0.3, high=600.0)
+
+# --- Worker fleet: heartbeats, recovery, ops metrics (evaluation/fleet.py, recovery.py) ---
+# Workers publish their state every EVAL_HEARTBEAT_INTERVAL_S; one silent for
+# EVAL_HEARTBEAT_STALE_S is shown offline and its running submission is recovered.
+EVAL_HEARTBEAT_INTERVAL_S = env_float("EVAL_HEARTBEAT_INTERVAL_S", 5.0, low=0.2, high=60.0)
+EVAL_HEARTBEAT_STALE_S = env_float("EVAL_HEARTBEAT_STALE_S", 15.0, low=1.0, high=3600.0)
+EVAL_HEARTBEAT_HISTORY_S = env_int("EVAL_HEARTBEAT_HISTORY_S", 3600, minimum=60)
+# How often some worker runs evaluation/recovery.py (under a Redis lock, one at a time).
+EVAL_RECOVERY_INTERVAL_S = env_float("EVAL_RECOVERY_INTERVAL_S", 10.0, low=0.5, high=3600.0)
+EVAL_TEMPERATURE_WARN_C = env_int("EVAL_TEMPERATURE_WARN_C", 85, minimum=0)
+EVAL_MEMORY_WARN_FRACTION = env_float("EVAL_MEMORY_WARN_FRACTION", 0.95, low=0.1, high=1.0)
+# Bearer token for GET /metrics (Prometheus); the endpoint answers 404 while it is unset.
+EVAL_METRICS_TOKEN = env_str("EVAL_METRICS_TOKEN") or ""

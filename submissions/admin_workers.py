@@ -1,4 +1,4 @@
-"""The worker list in the admin: the workers rq itself has registered on the evaluation queue."""
+"""The worker list in the admin: the workers rq itself has registered, on every class's queue."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class WorkerRow:
 
 def worker_rows() -> list[WorkerRow]:
     queue = django_rq.get_queue(settings.EVALUATION_QUEUE)
-    workers = Worker.all(connection=queue.connection, queue=queue)
+    workers = Worker.all(connection=queue.connection)  # each device class has its own queue
     return sorted(
         (
             WorkerRow(

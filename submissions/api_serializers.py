@@ -6,7 +6,9 @@ from typing import Any
 
 from rest_framework import serializers
 
+from submissions.board_row import FINAL_BY_PUBLIC_SCORE, FINAL_SELECTED, LeaderboardRow
 from submissions.models import Submission, Task
+from submissions.selectors import task_device_notice
 
 
 class TaskSerializer(serializers.ModelSerializer):
@@ -14,6 +16,12 @@ class TaskSerializer(serializers.ModelSerializer):
     metric_label = serializers.CharField(read_only=True)
     higher_is_better = serializers.BooleanField(read_only=True)
     is_open = serializers.SerializerMethodField()
+    device_class = serializers.CharField(source="device_class_slug", read_only=True)
+    requires_gpu = serializers.BooleanField(read_only=True)
+    device_notice = serializers.SerializerMethodField(
+        help_text="Non-empty while no evaluation machine of the task's device class is online: "
+        "uploads are accepted and wait, without counting against the quota until they start."
+    )
 
     class Meta:
         model = Task
@@ -35,21 +43,33 @@ class TaskSerializer(serializers.ModelSerializer):
             "submissions_total",
             "opens_at",
             "closes_at",
+            "queued_per_user",
+            "device_class",
             "requires_gpu",
+            "device_notice",
             "is_open",
         ]
 
     def get_is_open(self, task: Task) -> bool:
         return task.is_open()
 
+    def get_device_notice(self, task: Task) -> str:
+        return task_device_notice(task=task)
+
 
 RESULT_FIELDS = [
     "score",
     "metrics",
     "latency_p50_ms",
+    "latency_p90_ms",
     "latency_p95_ms",
     "latency_p99_ms",
+    "latency_mean_ms",
+    "latency_spread",
+    "latency_unstable",
+    "timing_exclusive",
     "throughput",
+    "peak_memory_bytes",
     "provider",
     "device_name",
     "ort_version",
@@ -57,11 +77,33 @@ RESULT_FIELDS = [
 ]
 
 
+# From inspection at upload (evaluation/costs.py), null where they could not be computed.
+STATIC_COST_FIELDS = ["parameters", "flops", "macs", "activations", "costs_not_counted"]
+
+
 class SubmissionSerializer(serializers.ModelSerializer):
     task: serializers.SlugRelatedField[Task] = serializers.SlugRelatedField(
         slug_field="slug", read_only=True
     )
     url = serializers.SerializerMethodField()
+    notices = serializers.ListField(
+        source="owner_notices",
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="Why it is not (or not yet) on the board, e.g. 'Disqualified: <reason>', "
+        "'Hidden from the leaderboard by the organisers: <reason>', submitted after the freeze, "
+        "being re-scored on a new dataset. Empty when nothing keeps it off.",
+    )
+    dataset_version = serializers.IntegerField(
+        source="dataset_version.number",
+        allow_null=True,
+        read_only=True,
+        help_text="The version of the task's dataset the result was scored on (1, 2, ...).",
+    )
+    scores_blind = serializers.SerializerMethodField(
+        help_text="True while the task's board is blind: score and metrics are left out until "
+        "the organisers reveal them."
+    )
 
     class Meta:
         model = Submission
@@ -74,28 +116,44 @@ class SubmissionSerializer(serializers.ModelSerializer):
             "sha256",
             "size_bytes",
             "status",
+            "hidden",
+            "disqualified",
+            "notices",
+            "dataset_version",
             "progress",
             "created_at",
             "started_at",
             "finished_at",
             "attempts",
             "error_message",
+            "selected",
+            "scores_blind",
             "model_info",
+            *STATIC_COST_FIELDS,
             *RESULT_FIELDS,
             "score_private",
             "metrics_private",
             "batch_latencies_ms",
+            "timing",
         ]
         read_only_fields = fields
+        # Private scores until the task reveals them; every score while its board is blind.
+        omitted_sometimes = ("score", "metrics", "score_private", "metrics_private")
 
     def get_url(self, submission: Submission) -> str:
         return submission.get_absolute_url()
 
+    def get_scores_blind(self, submission: Submission) -> bool:
+        # Only owners read a submission through the API: the owner is the viewer.
+        return not submission.task.scores_shown_to(submission.user)
+
     def to_representation(self, instance: Submission) -> dict[str, Any]:
         data = super().to_representation(instance)
-        if not instance.task.private_revealed:  # private scores stay hidden until revealed
-            data.pop("score_private")
-            data.pop("metrics_private")
+        hidden = ["score_private", "metrics_private"] if not instance.task.private_revealed else []
+        if data["scores_blind"]:
+            hidden = ["score", "metrics", "score_private", "metrics_private"]
+        for name in hidden:
+            data.pop(name)
         return data
 
 
@@ -127,19 +185,68 @@ class SubmissionCreateSerializer(serializers.Serializer):
 
 
 class LeaderboardRowSerializer(serializers.Serializer):
-    rank = serializers.IntegerField()
-    user = serializers.CharField(source="submission.user.username")
-    submission_id = serializers.IntegerField(source="submission.id")
-    score = serializers.FloatField()  # the public or private score, by the board asked for
-    metrics = serializers.DictField(source="submission.metrics")
-    latency_p50_ms = serializers.FloatField(source="submission.latency_p50_ms")
-    throughput = serializers.FloatField(source="submission.throughput")
-    provider = serializers.CharField(source="submission.provider")
-    device_name = serializers.CharField(source="submission.device_name")
-    is_baseline = serializers.BooleanField(source="submission.is_baseline")
+    """One board row: the columns of ``board_row.COLUMNS`` (``LeaderboardRow.record``), declared
+    here for the schema. On the private board ``score`` and ``metrics`` are the private ones."""
+
+    rank = serializers.IntegerField(
+        allow_null=True, help_text="Null: listed below the ranked entries, outside the rule."
+    )
+    ranked = serializers.BooleanField()
+    ranking_value = serializers.FloatField(
+        allow_null=True,
+        help_text="What the rule ranks on: the score, or the composite score (lower is better).",
+    )
+    not_ranked_because = serializers.CharField(allow_blank=True)
+    final = serializers.ChoiceField(
+        choices=["", FINAL_SELECTED, FINAL_BY_PUBLIC_SCORE],
+        help_text="On a private board of finals: how this entry became a final; '' elsewhere.",
+    )
+    user = serializers.CharField(help_text="Who uploaded the entry's best submission.")
+    team = serializers.CharField(
+        allow_blank=True, help_text="The team whose row this is; '' for a participant alone."
+    )
+    submission_id = serializers.IntegerField()
+    score = serializers.FloatField(help_text="The board's score: public or private.")
+    metrics = serializers.DictField(help_text="Every metric on the board's rows.")
+    latency_p50_ms = serializers.FloatField(allow_null=True)
+    latency_p90_ms = serializers.FloatField(allow_null=True)
+    latency_p95_ms = serializers.FloatField(allow_null=True)
+    latency_p99_ms = serializers.FloatField(allow_null=True)
+    latency_mean_ms = serializers.FloatField(allow_null=True)
+    latency_spread = serializers.FloatField(allow_null=True)
+    latency_unstable = serializers.BooleanField()
+    timing_exclusive = serializers.BooleanField(allow_null=True)
+    timed_on_device_class = serializers.CharField(
+        allow_null=True, help_text="The device class it was timed on (null: not recorded)."
+    )
+    parameters = serializers.IntegerField(allow_null=True)
+    flops = serializers.IntegerField(allow_null=True)
+    macs = serializers.IntegerField(allow_null=True)
+    activations = serializers.IntegerField(allow_null=True)
+    peak_memory_bytes = serializers.IntegerField(allow_null=True)
+    throughput = serializers.FloatField(allow_null=True)
+    provider = serializers.CharField()
+    device_name = serializers.CharField()
+    is_baseline = serializers.BooleanField()
     entries = serializers.IntegerField()
-    submitted_at = serializers.DateTimeField(source="submission.created_at")
+    submitted_at = serializers.DateTimeField()
     last_submitted_at = serializers.DateTimeField()
+
+    def to_representation(self, instance: LeaderboardRow) -> dict[str, Any]:
+        return dict(super().to_representation(instance.record()))
+
+
+class RankingSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["primary", "constrained", "composite"])
+    description = serializers.CharField()
+    device_class = serializers.CharField(help_text="Only latency timed on this class is ranked.")
+
+
+class SubmissionListQuerySerializer(serializers.Serializer):
+    """For the schema and the check: a page of your submissions (larger values are clamped)."""
+
+    limit = serializers.IntegerField(min_value=1, required=False, help_text="At most 500.")
+    offset = serializers.IntegerField(min_value=0, required=False)
 
 
 class LeaderboardApiQuerySerializer(serializers.Serializer):
@@ -159,4 +266,14 @@ class LeaderboardSerializer(serializers.Serializer):
     page = serializers.IntegerField()
     pages = serializers.IntegerField()
     frozen_at = serializers.DateTimeField(allow_null=True)
+    rescoring = serializers.IntegerField(
+        help_text="Submissions being re-scored on the task's replaced dataset; only results on "
+        "the current dataset are ranked."
+    )
+    finals = serializers.CharField(
+        allow_blank=True,
+        help_text="On a private board of finals, what it ranks (each participant's selected "
+        "submissions); empty otherwise.",
+    )
+    ranking = RankingSerializer()
     rows = LeaderboardRowSerializer(many=True)

@@ -5,15 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from django.utils.cache import get_conditional_response
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
+from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal.openapi import BAD_REQUEST
 from portal.pagination import BoundedLimitOffsetPagination
+from portal.request_params import params_validated
 from submissions import selectors
 from submissions.api_serializers import (
     LeaderboardApiQuerySerializer,
@@ -22,14 +26,21 @@ from submissions.api_serializers import (
     PaginatedSubmissionSerializer,
     SubmissionCreateSerializer,
     SubmissionDetailSerializer,
+    SubmissionListQuerySerializer,
     SubmissionSerializer,
     TaskSerializer,
 )
-from submissions.models import Task
+from submissions.board_pages import board_etag
+from submissions.finals import SelectionRefused, submission_select
+from submissions.models import Submission, Task
+from submissions.ranking import describe
 from submissions.services import SubmissionRefused, submission_cancel, submission_create
 
 NOT_FOUND = OpenApiResponse(description="No such task or submission visible to you.")
-THROTTLED = OpenApiResponse(description="Too many requests; see the Retry-After header.")
+SELECTION_REFUSED = OpenApiResponse(
+    description="The selection cannot change: the task takes no finals or has closed, the "
+    "submission did not succeed, or the limit is reached ({detail: why})."
+)
 
 
 def _visible_task(slug: str, user: Any) -> Task:
@@ -63,31 +74,42 @@ class LeaderboardApi(APIView):
 
     @extend_schema(
         parameters=[LeaderboardApiQuerySerializer],
-        responses={200: LeaderboardSerializer, 404: NOT_FOUND},
+        responses={200: LeaderboardSerializer, 400: BAD_REQUEST, 404: NOT_FOUND},
     )
     def get(self, request: Request, slug: str) -> Response:
         task = _visible_task(slug, request.user)
-        if task.leaderboard == Task.Leaderboard.HIDDEN and not request.user.is_staff:
-            raise Http404("This task's leaderboard is hidden.")
-        query = LeaderboardApiQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        if query.validated_data["board"] not in selectors.leaderboard_boards(
-            task=task, user=request.user
-        ):
+        refusal = selectors.leaderboard_refusal(task=task, user=request.user)
+        if refusal:
+            raise Http404(refusal)
+        query = params_validated(LeaderboardApiQuerySerializer, request.query_params)
+        if query["board"] not in selectors.leaderboard_boards(task=task, user=request.user):
             raise Http404("The private leaderboard is not revealed yet.")
-        page = selectors.leaderboard_page(task=task, **query.validated_data)
+        rescoring = selectors.task_rescoring_count(task=task)
+        etag = board_etag(task, "api", sorted(query.items()), rescoring)
+        if get_conditional_response(request, etag=etag) is not None:
+            return Response(status=304, headers={"ETag": etag})
+        page = selectors.leaderboard_page(task=task, **query)
+        rule = selectors.leaderboard_rule(task=task, board=page.board)
         return Response(
-            {
+            headers={"ETag": etag, "Cache-Control": "private, no-cache"},
+            data={
                 "task": task.slug,
                 "metric": task.metric,
                 "higher_is_better": task.higher_is_better,
                 "board": page.board,
                 "frozen_at": page.frozen_at,
+                "rescoring": rescoring,
+                "finals": selectors.final_selection_text(task=task, board=page.board),
                 "count": page.total,
                 "page": page.page,
                 "pages": page.pages,
+                "ranking": {
+                    "kind": rule.kind,
+                    "description": describe(rule),
+                    "device_class": rule.device_class,
+                },
                 "rows": LeaderboardRowSerializer(page.rows, many=True).data,
-            }
+            },
         )
 
 
@@ -98,10 +120,11 @@ class SubmissionListApi(APIView):
 
     @extend_schema(
         operation_id="submissions_list",
-        responses=PaginatedSubmissionSerializer,
-        parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        responses={200: PaginatedSubmissionSerializer, 400: BAD_REQUEST},
+        parameters=[SubmissionListQuerySerializer],
     )
     def get(self, request: Request) -> Response:
+        params_validated(SubmissionListQuerySerializer, request.query_params)
         paginator = BoundedLimitOffsetPagination()
         page = paginator.paginate_queryset(
             selectors.submissions_of(user=request.user), request, view=self
@@ -110,27 +133,23 @@ class SubmissionListApi(APIView):
 
     @extend_schema(
         request={"multipart/form-data": SubmissionCreateSerializer},
-        responses={
-            201: SubmissionSerializer,
-            400: OpenApiResponse(description="Refused: {field: [why]}"),
-            404: NOT_FOUND,
-            429: THROTTLED,
-        },
+        responses={201: SubmissionSerializer, 400: BAD_REQUEST},
     )
     def post(self, request: Request) -> Response:
-        form = SubmissionCreateSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        task = _visible_task(form.validated_data["task"], request.user)
+        form = params_validated(SubmissionCreateSerializer, request.data)
+        try:
+            task = selectors.task_get_visible(slug=form["task"], user=request.user)
+        except Task.DoesNotExist:
+            raise ValidationError({"task": [f"No task '{form['task']}'."]}) from None
         try:
             submission = submission_create(
-                user=request.user,
-                task=task,
-                upload=form.validated_data["file"],
-                description=form.validated_data["description"],
+                user=request.user, task=task, upload=form["file"], description=form["description"]
             )
         except SubmissionRefused as exc:
             return Response({exc.field: [exc.message]}, status=status.HTTP_400_BAD_REQUEST)
-        return Response(SubmissionSerializer(submission).data, status=status.HTTP_201_CREATED)
+        data = SubmissionSerializer(submission).data
+        data["notice"] = selectors.task_device_notice(task=task)  # "" while a worker is online
+        return Response(data, status=status.HTTP_201_CREATED)
 
 
 class SubmissionDetailApi(APIView):
@@ -142,7 +161,9 @@ class SubmissionDetailApi(APIView):
         if submission is None:
             raise Http404("No such submission of yours.")
         data = SubmissionSerializer(submission).data
-        data["queue_position"] = selectors.submission_queue_position(submission=submission)
+        place = selectors.submission_queue_place(submission=submission)
+        data["queue_position"] = place["position"] if place else None
+        data["queue"] = place
         return Response(data)
 
 
@@ -171,3 +192,35 @@ class SubmissionCancelApi(APIView):
             )
         submission.refresh_from_db()
         return Response(SubmissionSerializer(submission).data)
+
+
+class SubmissionSelectApi(APIView):
+    """Select (POST) or unselect (DELETE) one of your submissions as a final for the private
+    board, up to the task's ``final_selections``; refused once the task closes."""
+
+    permission_classes = [IsAuthenticated]
+
+    def _set(self, request: Request, pk: int, selected: bool) -> Response:
+        try:
+            submission = submission_select(user=request.user, submission_id=pk, selected=selected)
+        except Submission.DoesNotExist:
+            raise Http404("No such submission of yours.") from None
+        except SelectionRefused as exc:
+            return Response({"detail": exc.message}, status=status.HTTP_409_CONFLICT)
+        return Response(SubmissionSerializer(submission, context={"request": request}).data)
+
+    @extend_schema(
+        operation_id="submissions_select",
+        request=None,
+        responses={200: SubmissionSerializer, 404: NOT_FOUND, 409: SELECTION_REFUSED},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        return self._set(request, pk, True)
+
+    @extend_schema(
+        operation_id="submissions_unselect",
+        request=None,
+        responses={200: SubmissionSerializer, 404: NOT_FOUND, 409: SELECTION_REFUSED},
+    )
+    def delete(self, request: Request, pk: int) -> Response:
+        return self._set(request, pk, False)

@@ -6,7 +6,8 @@ labels) in a fixed viewBox that CSS scales to the page width.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 WIDTH = 640
@@ -19,6 +20,7 @@ class ChartPoint:
     x: float
     y: float
     label: str
+    highlight: bool = False  # e.g. on the Pareto front
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,50 @@ def _chart(
         points=points,
         y_ticks=_y_ticks(y_low, y_high, top, bottom),
         x_labels=[(left, x_text[0]), (right, x_text[1])],
+        plot_left=left,
+        plot_right=right,
+        plot_bottom=bottom,
+    )
+
+
+def scatter_chart(
+    xs: Sequence[float],
+    ys: Sequence[float],
+    labels: Sequence[str],
+    front: Sequence[int],
+    *,
+    x_unit: Callable[[float], str],
+) -> Chart | None:
+    """Points at (x, y), the points of ``front`` (indices, in x order) highlighted and joined
+    by the path: score against latency with its Pareto front. When x spans more than a factor
+    of 10 it is drawn on a log scale (a tiny model and a large one on one plot)."""
+    if not ys:
+        return None
+    log = min(xs) > 0 and max(xs) / min(xs) > 10
+    scaled = [math.log10(x) if log else x for x in xs]
+    left, right = PAD_LEFT, WIDTH - PAD_RIGHT
+    top, bottom = PAD_TOP, HEIGHT - PAD_BOTTOM
+    x_low, x_high, y_low, y_high = min(scaled), max(scaled), min(ys), max(ys)
+    on_front = set(front)
+    points = [
+        ChartPoint(
+            round(_scale(x, x_low, x_high, left, right), 1),
+            round(_scale(y, y_low, y_high, bottom, top), 1),
+            label,
+            i in on_front,
+        )
+        for i, (x, y, label) in enumerate(zip(scaled, ys, labels, strict=True))
+    ]
+    line = [points[i] for i in front]
+    path = " ".join(f"{'M' if n == 0 else 'L'}{p.x},{p.y}" for n, p in enumerate(line))
+    scale = " (log scale)" if log else ""
+    return Chart(
+        width=WIDTH,
+        height=HEIGHT,
+        path=path,
+        points=points,
+        y_ticks=_y_ticks(y_low, y_high, top, bottom),
+        x_labels=[(left, x_unit(min(xs))), (right, f"{x_unit(max(xs))}{scale}")],
         plot_left=left,
         plot_right=right,
         plot_bottom=bottom,

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from submissions.charts import Chart, line_chart, step_chart
+from evaluation.inspect import runtime_limits
+from submissions import ranking
+from submissions.board_row import COLUMNS, LeaderboardRow
+from submissions.charts import Chart, line_chart, scatter_chart, step_chart
 from submissions.models import Submission, Task
-from submissions.selectors import LeaderboardRow, ScoreRecord
+from submissions.ranking_models import submission_measures
+from submissions.selectors import ScoreRecord, SpeedPoint
 
 
 def best_score_chart(records: Sequence[ScoreRecord]) -> Chart | None:
@@ -28,50 +34,151 @@ def best_score_chart(records: Sequence[ScoreRecord]) -> Chart | None:
     )
 
 
+def format_latency(ms: float | None) -> str:
+    """A time per batch in units that fit: µs below a millisecond (a tiny model's 5.5 µs is not
+    "0.01 ms"), three significant figures, ms with two decimals above."""
+    if ms is None:
+        return "—"
+    if ms < 1.0:
+        return f"{ms * 1000:.3g} µs"
+    return f"{ms:,.2f} ms"
+
+
+def format_spread(spread: float | None) -> str:
+    """The spread across timing passes as ``± 1.2 %``."""
+    return "" if spread is None else f"± {spread * 100:.1f} %"
+
+
+def format_count(n: int | None) -> str:
+    """Parameters or FLOPs in SI units, three significant figures: 1.23 M, 4.56 G."""
+    if n is None:
+        return "—"
+    for size, unit in ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k")):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return str(n)
+
+
+def format_bytes(n: int | None) -> str:
+    return "—" if n is None else str(filesizeformat(n))
+
+
+def latency_marks(s: Submission, rule: ranking.Rule) -> list[tuple[str, str, str]]:
+    """(css class, text, explanation) for what qualifies an entry's latency on the board."""
+    marks = []
+    if s.latency_unstable:
+        marks.append(("chip-unstable", "unstable", "its timing passes disagreed"))
+    if s.timing_exclusive is False:
+        marks.append(("chip-shared", "shared", "timed without exclusivity"))
+    measures = submission_measures(s, "public")
+    if ranking.timed_elsewhere(rule, measures):
+        marks.append(
+            (
+                "chip-elsewhere",
+                f"on {measures.device_class}",
+                f"timed on {measures.device_class}, not the task's {rule.device_class}: "
+                "not ranked on latency",
+            )
+        )
+    return marks
+
+
+def _range(start: Any, end: Any, unit: str) -> str:
+    if start is None and end is None:
+        return ""
+    if start == end or end is None:
+        return f"{start} {unit}"
+    return f"{start} → {end} {unit}"
+
+
+def timing_facts(submission: Submission) -> list[tuple[str, str]]:
+    """How the model was timed, as (label, value) pairs for the submission page."""
+    timing = submission.timing or {}
+    if not timing:
+        return []
+    c = timing.get("conditions", {})
+    start, end = c.get("start", {}), c.get("end", {})
+    protocol = timing.get("protocol", {})
+    exclusive = (
+        "the device was held exclusively"
+        if timing.get("exclusive")
+        else "timed without exclusivity (the device's lock was not free in time)"
+    )
+    facts = [
+        (
+            "Timing",
+            f"{timing.get('batches', 0):,} batches in {protocol.get('passes', '?')} passes "
+            f"over {timing.get('duration_s', 0):.2f} s; {exclusive}",
+        ),
+        ("Device class", c.get("device_class", "")),
+        ("Device", c.get("gpu_name") or c.get("device_name") or c.get("cpu_model", "")),
+        ("Driver / CUDA", " / ".join(v for v in (c.get("driver"), c.get("cuda_driver")) if v)),
+        (
+            "Built with",
+            " ".join(
+                f"{name} {c[key]}"
+                for name, key in (
+                    ("onnxruntime", "onnxruntime"),
+                    ("CUDA", "cuda_build"),
+                    ("cuDNN", "cudnn_build"),
+                )
+                if c.get(key)
+            ),
+        ),
+        ("SM clock", _range(start.get("sm_clock_mhz"), end.get("sm_clock_mhz"), "MHz")),
+        ("Memory clock", _range(start.get("memory_clock_mhz"), end.get("memory_clock_mhz"), "MHz")),
+        ("Temperature", _range(start.get("temperature_c"), end.get("temperature_c"), "°C")),
+        ("CPU clock", _range(start.get("cpu_mhz"), end.get("cpu_mhz"), "MHz")),
+        ("Load (1 min)", _range(start.get("load_1m"), end.get("load_1m"), "")),
+    ]
+    return [(label, value.strip()) for label, value in facts if value and value.strip()]
+
+
 def latency_chart(submission: Submission) -> Chart | None:
     latencies = [float(v) for v in submission.batch_latencies_ms or []]
-    return line_chart(latencies, [f"batch {i + 1}: {v:.2f} ms" for i, v in enumerate(latencies)])
+    return line_chart(
+        latencies, [f"batch {i + 1}: {format_latency(v)}" for i, v in enumerate(latencies)]
+    )
 
 
-def leaderboard_csv_rows(*, task: Task, rows: Sequence[LeaderboardRow]) -> Iterator[list[object]]:
-    """Header then one line per ranked user; every metric of the task gets its own column."""
-    metric_names = sorted({name for row in rows for name in row.submission.metrics})
-    yield [
-        "rank",
-        "user",
-        "baseline",
-        f"score ({task.metric}, {'higher' if task.higher_is_better else 'lower'} is better)",
-        *metric_names,
-        "latency_p50_ms",
-        "throughput_samples_per_s",
-        "provider",
-        "device",
-        "entries",
-        "submitted_at",
-        "last_submission_at",
-        "submission_id",
-    ]
+def leaderboard_csv_rows(
+    *, task: Task, rule: ranking.Rule, rows: Sequence[LeaderboardRow]
+) -> Iterator[list[object]]:
+    """Header then one line per user, ranked first, then those outside the rule (no rank, with
+    the reason): the columns of ``board_row.COLUMNS``, every metric of the board in its own
+    column. Latencies are ms per batch at full precision; the page rounds, the CSV does not."""
+    metric_names = sorted({name for row in rows for name in row.metrics})
+    names = {
+        "metric": task.metric,
+        "direction": "higher" if task.higher_is_better else "lower",
+        "rule": rule.kind,
+    }
+    header: list[object] = []
+    for column in COLUMNS:
+        header += metric_names if column.key == "metrics" else [column.csv_header.format(**names)]
+    yield header
     for row in rows:
-        s = row.submission
-        yield [
-            row.rank,
-            s.user.username,
-            "yes" if s.is_baseline else "",
-            row.score,
-            *[s.metrics.get(name, "") for name in metric_names],
-            s.latency_p50_ms,
-            s.throughput,
-            s.provider,
-            s.device_name,
-            row.entries,
-            s.created_at.isoformat(),
-            row.last_submitted_at.isoformat(),
-            s.pk,
-        ]
+        line: list[object] = []
+        for column in COLUMNS:
+            value = column.value(row)
+            if column.key == "metrics":
+                line += [value.get(name, "") for name in metric_names]
+            else:
+                line.append(column.csv(value) if column.csv else value)
+        yield line
+
+
+def _load_advice() -> str:
+    """From the same limits the upload check applies, so the advice never drifts from it."""
+    max_ir, max_opset = runtime_limits()
+    return (
+        "Check the file loads with onnxruntime locally, with opset ≤ "
+        f"{max_opset} and IR version ≤ {max_ir}."
+    )
 
 
 # What the submitter can do about a failure, keyed by a phrase of the runner's message.
-_ADVICE = [
+_ADVICE: list[tuple[str, str | Callable[[], str]]] = [
     ("time limit", "Make the model faster (fewer or cheaper operators) and submit again."),
     ("output has shape", "Make the first output [batch, *the task's output shape]."),
     ("numeric tensor", "Make the first output a numeric tensor (float32 is safest)."),
@@ -79,7 +186,7 @@ _ADVICE = [
         "nan or infinity",
         "Look for divisions by zero, log of zero or overflow; clip or add an epsilon.",
     ),
-    ("could not load", "Check the file loads with onnxruntime locally and uses opset ≤ 21."),
+    ("could not load", _load_advice),
     ("cannot be scored", "Check the output holds what the metric expects (e.g. class scores)."),
     ("failed while running", "Run the model locally on a batch of the task's shape to see why."),
 ]
@@ -91,7 +198,7 @@ def failure_advice(submission: Submission) -> str:
     message = submission.error_message.lower()
     for phrase, advice in _ADVICE:
         if phrase.lower() in message:
-            return advice
+            return advice if isinstance(advice, str) else advice()
     return "Fix what the message says, check the model locally with onnxruntime, and resubmit."
 
 
@@ -104,15 +211,21 @@ class BoardColumn:
     numeric: bool
 
 
-def board_columns(*, task: Task, sort: str, descending: bool) -> list[BoardColumn]:
+def board_columns(
+    *, task: Task, rule: ranking.Rule, sort: str, descending: bool
+) -> list[BoardColumn]:
     """The sortable headers; the score's first click goes best-first in the metric's direction."""
     arrow = "↑" if task.higher_is_better else "↓"
     spec = [
         ("rank", "#", True),
         ("user", "Participant", False),
         ("score", f"{task.metric_label} {arrow}", True),
-        ("latency", "p50 ms/batch", True),
+        *([("value", "Composite ↓", True)] if rule.kind == ranking.COMPOSITE else []),
+        ("latency", "p50 / batch", True),
         ("throughput", "Samples/s", True),
+        ("parameters", "Params", True),
+        ("flops", "FLOPs", True),
+        ("memory", "Peak memory", True),
         ("device", "Device", False),
         ("entries", "Entries", True),
         ("last", "Last entry", True),
@@ -133,48 +246,137 @@ def _num(value: float | None, places: int) -> str:
     return "" if value is None else f"{value:,.{places}f}".replace(",", "")
 
 
+def _latency_cell(s: Submission, rule: ranking.Rule) -> SafeString:
+    """p50 in units that fit, its spread, and marks; the other percentiles in the tooltip."""
+    others = " · ".join(
+        f"{p} {format_latency(getattr(s, f'latency_{p}_ms'))}"
+        for p in ("p90", "p95", "p99", "mean")
+        if getattr(s, f"latency_{p}_ms") is not None
+    )
+    marks = format_html_join(
+        "",
+        ' <span class="chip {}" title="{}">{}</span>',
+        ((css, why, text) for css, text, why in latency_marks(s, rule)),
+    )
+    if s.latency_p50_ms is None:
+        return format_html("—{}", marks)
+    return format_html(
+        '<span title="{}">{}</span> <small class="spread">{}</small>{}',
+        others,
+        format_latency(s.latency_p50_ms),
+        format_spread(s.latency_spread),
+        marks,
+    )
+
+
+def _participant_cell(row: LeaderboardRow, mine: bool) -> SafeString:
+    s = row.submission
+    team = s.team if not s.is_baseline else None
+    name = (
+        format_html('<a href="{}" data-team>{}</a>', team.get_absolute_url(), team.name)
+        if team is not None
+        else s.board_name
+    )
+    return format_html(
+        "{}{}{}{}{}",
+        name,
+        mark_safe(' <span class="chip chip-baseline">baseline</span>') if s.is_baseline else "",
+        mark_safe(' <span class="chip chip-you">you</span>') if mine else "",
+        format_html(
+            ' <span class="chip chip-final" data-final="{}">{}</span>', row.final, row.final
+        )
+        if row.final
+        else "",
+        format_html('<div class="reason">Not ranked: {}</div>', row.reason) if row.reason else "",
+    )
+
+
+def _row_html(task: Task, rule: ranking.Rule, row: LeaderboardRow, mine: bool) -> SafeString:
+    s = row.submission
+    others = format_html_join(
+        " ",
+        "<span>{} {}</span>",
+        ((name, _num(value, 4)) for name, value in row.metrics.items() if name != task.metric),
+    )
+    value = (
+        format_html('<td class="num value">{}</td>', _num(row.value, 4))
+        if rule.kind == ranking.COMPOSITE
+        else ""
+    )
+    classes = " ".join(
+        c
+        for c, on in (("mine", mine), ("baseline", s.is_baseline), ("unranked", not row.ranked))
+        if on
+    )
+    return format_html(
+        '<tr class="{}" data-user="{}"><td class="num">{}</td><td>{}</td>'
+        '<td class="num score">{}</td>{}<td class="metrics">{}</td><td class="num">{}</td>'
+        '<td class="num">{}</td><td class="num">{}</td><td class="num">{}</td>'
+        '<td class="num">{}</td><td>{}</td><td class="num">{}</td>'
+        '<td class="num"><time datetime="{}">{}</time></td></tr>',
+        classes,
+        s.user.username,
+        row.rank or "—",
+        _participant_cell(row, mine),
+        _num(row.score, 4),
+        value,
+        others,
+        _latency_cell(s, rule),
+        _num(s.throughput, 0),
+        format_count(s.parameters),
+        format_count(s.flops),
+        format_bytes(s.peak_memory_bytes),
+        s.device_name or s.provider,
+        row.entries,
+        timezone.localtime(row.last_submitted_at).isoformat(),
+        timezone.localtime(row.last_submitted_at).strftime("%Y-%m-%d %H:%M"),
+    )
+
+
 def leaderboard_rows_html(
-    *, task: Task, rows: Sequence[tuple[bool, LeaderboardRow]], viewer_id: int | None
+    *,
+    task: Task,
+    rule: ranking.Rule,
+    rows: Sequence[tuple[bool, LeaderboardRow]],
+    viewer_id: int | None,
+    by_rank: bool = True,
 ) -> SafeString:
-    """The board's <tr>s. Built here rather than in the template: Django's template engine takes
+    """The board's <tr>s, with a divider above the first entry outside the rule when sorted by
+    rank. Built here rather than in the template: Django's template engine takes
     ~20 ms for 50 rows of 9 cells on a busy 2-core box, a third of the page's time budget,
     and format_html escapes every value the same way the template would."""
+    width = 14 if rule.kind == ranking.COMPOSITE else 13
     parts: list[str] = []
+    ranked_before = False
     for pinned, row in rows:
-        s = row.submission
         if pinned:
-            parts.append('<tr class="gap" aria-hidden="true"><td colspan="9">⋯</td></tr>')
-        mine = s.user_id == viewer_id
-        chips = format_html(
-            "{}{}",
-            mark_safe(' <span class="chip chip-baseline">baseline</span>') if s.is_baseline else "",
-            mark_safe(' <span class="chip chip-you">you</span>') if mine else "",
-        )
-        others = format_html_join(
-            " ",
-            "<span>{} {}</span>",
-            ((name, _num(value, 4)) for name, value in s.metrics.items() if name != task.metric),
-        )
-        parts.append(
-            format_html(
-                '<tr class="{}{}" data-user="{}"><td class="num">{}</td><td>{}{}</td>'
-                '<td class="num score">{}</td><td class="metrics">{}</td><td class="num">{}</td>'
-                '<td class="num">{}</td><td>{}</td><td class="num">{}</td>'
-                '<td class="num"><time datetime="{}">{}</time></td></tr>',
-                "mine" if mine else "",
-                " baseline" if s.is_baseline else "",
-                s.user.username,
-                row.rank,
-                s.user.username,
-                chips,
-                _num(row.score, 4),
-                others,
-                _num(s.latency_p50_ms, 2),
-                _num(s.throughput, 0),
-                s.device_name or s.provider,
-                row.entries,
-                timezone.localtime(row.last_submitted_at).isoformat(),
-                timezone.localtime(row.last_submitted_at).strftime("%Y-%m-%d %H:%M"),
+            parts.append(f'<tr class="gap" aria-hidden="true"><td colspan="{width}">⋯</td></tr>')
+        elif by_rank and not row.ranked and (ranked_before or not parts):
+            parts.append(
+                f'<tr class="gap unranked-gap"><td colspan="{width}">Not ranked under this '
+                "task's rule (the reason is under each name)</td></tr>"
             )
-        )
+        ranked_before = row.ranked
+        parts.append(_row_html(task, rule, row, row.submission.user_id == viewer_id))
     return mark_safe("\n".join(parts))  # every part was built by format_html
+
+
+def pareto_chart(*, task: Task, rule: ranking.Rule, points: Sequence[SpeedPoint]) -> Chart | None:
+    """Score against p50 latency of the board's entries timed on the task's device class, the
+    Pareto front (no entry both faster and better) joined by the line."""
+    shown = [
+        p
+        for p in points
+        if not ranking.timed_elsewhere(rule, ranking.Measures(None, device_class=p.device_class))
+    ]
+    xy = [(p.latency_p50_ms, p.score) for p in shown]
+    front = ranking.pareto_front(xy, higher_is_better=task.higher_is_better)
+    on_front = set(front)
+    labels = [
+        f"{p.username} · {task.metric} {p.score:.4f} · {format_latency(p.latency_p50_ms)}"
+        + (" · on the Pareto front" if i in on_front else "")
+        for i, p in enumerate(shown)
+    ]
+    return scatter_chart(
+        [x for x, _ in xy], [y for _, y in xy], labels, front, x_unit=format_latency
+    )

@@ -30,3 +30,22 @@ class LeaderboardQueryForm(forms.Form):
     def value(self, name: str, default: Any) -> Any:
         self.is_valid()  # cleaned_data then holds only the fields that were valid
         return self.cleaned_data.get(name) or default
+
+
+class SubmissionIdsField(forms.Field):
+    """Submission numbers, each given once (``name=1&name=2``), as a set."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value: Any) -> set[int]:
+        try:
+            return {int(v) for v in value or []}
+        except (TypeError, ValueError):
+            raise forms.ValidationError("Submission numbers are whole numbers.") from None
+
+
+class FinalSelectionForm(forms.Form):
+    """The ticked submissions of one task on "My submissions" (none ticked: select none).
+    Whose they are and how many may be ticked is the service's to judge (submissions.finals)."""
+
+    final = SubmissionIdsField(required=False)

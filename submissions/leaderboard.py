@@ -2,132 +2,352 @@
 submissions. Every change that can move a submission on or off a board calls one of these in
 the same transaction: a result written, a re-run, an operator's flag, a freeze, a metric change.
 
-The rows are always recomputed from Submission with the same window query the selectors define
-(``selectors.leaderboard_computed``), never patched by hand, so a refresh cannot drift from it.
+Entries are always recomputed from Submission with the same window query the selectors define
+(``selectors.best_rows_computed``), never patched by hand, so a refresh cannot drift from it.
+The chart's steps follow a new result incrementally (``_record_add``: a running best only
+improves, so one row is inserted and the later steps it beats are dropped); when a step may have
+gone (deleted, flagged, re-scored, out of its owner's finals) the chart is recomputed.
+
+Locks (PostgreSQL advisory locks, released at commit; keys are (task id, slot)):
+
+- the board, slot 0: a result's refresh holds it SHARED, so two workers' results go on side by
+  side; a whole-board recompute (``leaderboard_rebuild``, a composite's baseline) holds it
+  EXCLUSIVE, and waits for the refreshes in flight, whose writes it then sees;
+- the entrant, slot = user id: one refresh of a user's entries at a time (they are deleted and
+  written again);
+- the chart, slot -1 (public) or -2 (private): SHARED to decide that a result is no step, so
+  EXCLUSIVE writers of the chart cannot be in flight and the decision stands until commit;
+  EXCLUSIVE to add a step or recompute the chart.
+
+Every write also bumps the board's version (``submissions.board_cache``), when it writes and once
+the transaction commits: cached board fragments and ETags are keyed on it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import zlib
+from collections.abc import Iterable, Sequence
 
-from django.db import transaction
+from django.db import connection, models, transaction
+from django.db.models import Q
 
+from submissions import board_cache, ranking
 from submissions.leaderboard_models import LeaderboardEntry, LeaderboardRecord
 from submissions.models import Submission, Task
+from submissions.ranking_models import RankingRule
 from submissions.selectors import (
+    BOARD_PRIVATE,
     BOARDS,
     best_rows_computed,
+    board_eligible,
+    entrants_filter,
+    entrants_of_user,
+    entrants_touched,
     records_computed,
     score_field,
 )
 
 
-def _rank_key(task: Task, score: float) -> float:
-    return -score if task.higher_is_better else score
-
-
-def _refresh_entries(task: Task, board: str, user_ids: list[int] | None) -> None:
-    rows = best_rows_computed(task=task, board=board, user_ids=user_ids)
-    stale = LeaderboardEntry.objects.filter(task=task, board=board)
-    if user_ids is not None:
-        stale = stale.filter(user_id__in=user_ids)
-    stale.delete()
-    field = score_field(board)
-    LeaderboardEntry.objects.bulk_create(
-        [
-            LeaderboardEntry(
-                task=task,
-                board=board,
-                user_id=row.user_id,
-                submission=row,
-                score=getattr(row, field),
-                rank_key=_rank_key(task, getattr(row, field)),
-                created_at=row.created_at,
-                entries=row.entries,  # type: ignore[attr-defined]
-                last_submitted_at=row.last_submitted_at,  # type: ignore[attr-defined]
-                latency_p50_ms=row.latency_p50_ms,
-                throughput=row.throughput,
-                device_name=row.device_name,
-            )
-            for row in rows
-        ],
-        batch_size=2000,
+def _entry(task: Task, board: str, row: Submission) -> LeaderboardEntry:
+    verdict: ranking.Verdict = row.verdict  # type: ignore[attr-defined]
+    return LeaderboardEntry(
+        task=task,
+        board=board,
+        user_id=row.user_id,
+        team_id=row.team_id,
+        submission=row,
+        score=getattr(row, score_field(board)),
+        unranked=not verdict.ranked,
+        value=verdict.value,
+        reason=verdict.reason[:500],
+        rank_key=verdict.rank_key,
+        created_at=row.created_at,
+        entries=row.entries,  # type: ignore[attr-defined]
+        last_submitted_at=row.last_submitted_at,  # type: ignore[attr-defined]
+        latency_p50_ms=row.latency_p50_ms,
+        throughput=row.throughput,
+        device_name=row.device_name,
+        baseline=row.is_baseline,
     )
+
+
+def _entries_computed(task: Task, board: str, entrants: list[str] | None) -> list[LeaderboardEntry]:
+    """The entries a refresh writes, unsaved: one per entrant, judged by the task's ranking
+    rule."""
+    return [
+        _entry(task, board, row)
+        for row in best_rows_computed(task=task, board=board, entrants=entrants)
+    ]
+
+
+def _records_computed(task: Task, board: str) -> list[LeaderboardRecord]:
+    """The chart records a rebuild writes, unsaved."""
+    return [
+        LeaderboardRecord(
+            task=task, board=board, submission_id=r.submission_id, score=r.score, at=r.at
+        )
+        for r in records_computed(task=task, board=board)
+    ]
+
+
+_BOARD_SLOT = 0
+_CHART_SLOT = {BOARD_PRIVATE: -2}  # any other board: -1
+
+
+def _lock(task_id: int, slot: int, *, shared: bool = False) -> None:
+    """Wait for one of the advisory locks above; held until the transaction ends."""
+    function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {function}(%s, %s)", [task_id, slot])
+
+
+def _lock_chart(task_id: int, board: str, *, shared: bool = False) -> None:
+    _lock(task_id, _CHART_SLOT.get(board, -1), shared=shared)
+
+
+def _entrant_slot(entrant: str) -> int:
+    """An entrant's advisory lock slot: positive, so never the board's (0) or a chart's (< 0).
+    Two entrants sharing a slot only wait for each other; they never see wrong rows."""
+    return zlib.crc32(entrant.encode()) % 2_000_000_000 + 1
+
+
+def _lock_board(task_id: int, entrants: list[str] | None) -> None:
+    """Before a refresh: the whole board exclusively (``entrants`` None), else the board shared
+    and each entrant's entries exclusively, in slot order so two refreshes cannot deadlock."""
+    _lock(task_id, _BOARD_SLOT, shared=entrants is not None)
+    for slot in sorted({_entrant_slot(e) for e in entrants or []}):
+        _lock(task_id, slot)
+    board_cache.board_changed(task_id=task_id)
+    transaction.on_commit(lambda: board_cache.board_changed(task_id=task_id))
+
+
+def _refresh_entries(task: Task, board: str, entrants: list[str] | None) -> None:
+    rows = _entries_computed(task, board, entrants)
+    stale = LeaderboardEntry.objects.filter(task=task, board=board)
+    if entrants is not None:
+        stale = stale.filter(entrants_filter(entrants, baseline="baseline"))
+    stale.delete()
+    LeaderboardEntry.objects.bulk_create(rows, batch_size=2000)
 
 
 def _rebuild_records(task: Task, board: str) -> None:
     LeaderboardRecord.objects.filter(task=task, board=board).delete()
-    LeaderboardRecord.objects.bulk_create(
-        [
-            LeaderboardRecord(
-                task=task,
-                board=board,
-                submission_id=r.submission_id,
-                score=r.score,
-                at=r.at,
-                username=r.username,
-            )
-            for r in records_computed(task=task, board=board)
-        ]
-    )
+    LeaderboardRecord.objects.bulk_create(_records_computed(task, board))
+
+
+def _whole_board_moves(task: Task, submissions: Iterable[Submission]) -> bool:
+    """Whether every entry may move: a composite's baseline changed (its ratios are relative
+    to it), or the rule lost its baseline (deleted)."""
+    rule = RankingRule.objects.filter(task=task, kind=ranking.COMPOSITE).first()
+    if rule is None:
+        return False
+    return rule.baseline_id is None or any(s.pk == rule.baseline_id for s in submissions)
 
 
 def leaderboard_rebuild(*, task_id: int) -> None:
-    """Recompute every entry and record of a task: after a freeze, a metric change, or repair."""
+    """Recompute every entry and record of a task: after a freeze, a metric change, a ranking
+    rule change, or repair."""
     with transaction.atomic():
-        task = Task.objects.select_for_update(no_key=True).get(pk=task_id)
+        _lock_board(task_id, None)
+        task = Task.objects.get(pk=task_id)
         for board in BOARDS:
             _refresh_entries(task, board, None)
             _rebuild_records(task, board)
 
 
-def _eligible_now(task: Task, s: Submission) -> bool:
-    frozen = task.leaderboard_frozen_at
-    return (
-        s.status == Submission.Status.SUCCEEDED
-        and not (s.hidden or s.disqualified)
-        and s.score is not None
-        and (frozen is None or s.created_at <= frozen)
-    )
+def _fields(model: type[models.Model]) -> list[str]:
+    return [f.attname for f in model._meta.concrete_fields if f.attname not in {"id", "task_id"}]
 
 
-def _changes_records(task: Task, board: str, submission: Submission) -> bool:
-    """Whether the chart's steps may change: the submission is a step now, or would be one."""
-    if LeaderboardRecord.objects.filter(task=task, board=board, submission=submission).exists():
-        return True
-    score = getattr(submission, score_field(board))
-    if score is None or not _eligible_now(task, submission):
-        return False
+def _differences(
+    what: str, key: str, kept: Sequence[models.Model], rebuilt: Sequence[models.Model]
+) -> list[str]:
+    """One line per difference, rows matched by ``key`` (unique within one board)."""
+    fields = _fields(type((*kept, *rebuilt)[0])) if kept or rebuilt else []
+    old = {getattr(r, key): r for r in kept}
+    new = {getattr(r, key): r for r in rebuilt}
+    lines = []
+    for k in sorted(old.keys() | new.keys()):
+        label = f"{what} {key}={k}"
+        if k not in new:
+            lines.append(f"{label}: kept, but a rebuild has no such row")
+        elif k not in old:
+            lines.append(f"{label}: missing, a rebuild writes it")
+        else:
+            lines += [
+                f"{label}: {f} is {getattr(old[k], f)!r}, a rebuild writes {getattr(new[k], f)!r}"
+                for f in fields
+                if getattr(old[k], f) != getattr(new[k], f)
+            ]
+    return lines
+
+
+def leaderboard_differences(*, task_id: int) -> list[str]:
+    """How the kept rows of a task differ from what a rebuild would write; [] when in step.
+
+    Reads only: ``manage.py leaderboard_rebuild --check`` reports these and changes nothing.
+    """
+    task = Task.objects.get(pk=task_id)
+    found: list[str] = []
+    for board in BOARDS:
+        found += _differences(
+            f"{task.slug} {board} entry",
+            "entrant",
+            list(LeaderboardEntry.objects.filter(task=task, board=board)),
+            _entries_computed(task, board, None),
+        )
+        found += _differences(
+            f"{task.slug} {board} record",
+            "submission_id",
+            list(LeaderboardRecord.objects.filter(task=task, board=board)),
+            _records_computed(task, board),
+        )
+    return found
+
+
+def _beats(task: Task, score: float, other: float) -> bool:
+    return score > other if task.higher_is_better else score < other
+
+
+def _beats_before(task: Task, board: str, submission: Submission, score: float) -> bool:
+    """Whether the submission beats the step of the chart before it (ties are no steps)."""
+    at, pk = submission.created_at, submission.pk
     before = (
-        LeaderboardRecord.objects.filter(task=task, board=board, at__lte=submission.created_at)
-        .order_by("-at", "-id")
+        LeaderboardRecord.objects.filter(task=task, board=board)
+        .filter(Q(at__lt=at) | Q(at=at, submission_id__lt=pk))
+        .order_by("-at", "-submission_id")
         .values_list("score", flat=True)
         .first()
     )
-    return before is None or (score > before if task.higher_is_better else score < before)
+    return before is None or _beats(task, score, before)
+
+
+def _record_add(task: Task, board: str, submission: Submission, score: float) -> None:
+    """Make an eligible submission a step of the chart when it beats the step before it, and
+    drop the later steps it beats or ties. Exact: adding a row only raises the running best,
+    so no other row becomes a step."""
+    if not _beats_before(task, board, submission, score):
+        return
+    at, pk = submission.created_at, submission.pk
+    later = LeaderboardRecord.objects.filter(task=task, board=board).filter(
+        Q(at__gt=at) | Q(at=at, submission_id__gt=pk)
+    )
+    beaten = [r.pk for r in later.only("score") if not _beats(task, r.score, score)]
+    LeaderboardRecord.objects.filter(pk__in=beaten).delete()
+    LeaderboardRecord.objects.create(
+        task=task, board=board, submission=submission, score=score, at=at
+    )
+
+
+def _steps_gone(task: Task, board: str, mine: list[Submission]) -> bool:
+    """Whether a step of the chart may have gone: one of ``mine`` is a step (re-scored,
+    flagged), or a step of their owners is no longer eligible (e.g. out of their finals)."""
+    users = {s.user_id for s in mine}
+    teams = {s.team_id for s in mine if s.team_id is not None}  # a teammate's step may go too
+    owners = Q(submission__user_id__in=users) | Q(submission__team_id__in=teams)
+    steps = dict(
+        LeaderboardRecord.objects.filter(owners, task=task, board=board).values_list(
+            "submission_id", "score"
+        )
+    )
+    if not steps:
+        return False
+    if steps.keys() & {s.pk for s in mine}:
+        return True
+    still = dict(
+        board_eligible(task=task, board=board)
+        .filter(pk__in=list(steps))
+        .values_list("pk", score_field(board))
+    )
+    return still != steps
+
+
+def _records_follow(task: Task, board: str, mine: list[Submission]) -> None:
+    """Keep the chart of ``board`` in step after ``mine`` changed (their owners' entries are
+    already refreshed): a new step added in place, the chart recomputed when a step may have
+    gone, nothing (under the shared chart lock) when no step changes."""
+    if _steps_gone(task, board, mine):
+        _lock_chart(task.pk, board)
+        _rebuild_records(task, board)
+        return
+    field = score_field(board)
+    on_board = dict(
+        board_eligible(task=task, board=board)
+        .filter(pk__in=[s.pk for s in mine], **{f"{field}__isnull": False})
+        .values_list("pk", field)
+    )
+    candidates = [s for s in mine if s.pk in on_board]
+    if not candidates:
+        return
+    # Decide under the shared lock: a step is then only ever added after this commits.
+    _lock_chart(task.pk, board, shared=True)
+    if not any(_beats_before(task, board, s, on_board[s.pk]) for s in candidates):
+        return
+    # Can't upgrade a shared lock without risking a deadlock: recompute under an exclusive one.
+    # (Reached only when a result breaks the record: rare on a board of any size.)
+    _lock_chart(task.pk, board)
+    for s in sorted(candidates, key=lambda s: (s.created_at, s.pk)):
+        _record_add(task, board, s, on_board[s.pk])
 
 
 def leaderboard_submissions_changed(*, submission_ids: Iterable[int]) -> None:
-    """Refresh the entries of the submissions' owners, and the chart when it may have moved."""
+    """Refresh the entries of the submissions' owners, and the chart when it may have moved.
+    No task-wide lock: results of different users are kept side by side (see the locks above);
+    a composite's baseline moves every entry, so that one takes the board exclusively."""
     with transaction.atomic():
         submissions = list(Submission.objects.filter(pk__in=list(submission_ids)))
         for task_id in sorted({s.task_id for s in submissions}):
-            # Lock the task: concurrent refreshes of one board run one after the other. NO KEY
-            # UPDATE lets uploads go on inserting submissions (their FK takes KEY SHARE).
-            task = Task.objects.select_for_update(no_key=True).get(pk=task_id)
             mine = [s for s in submissions if s.task_id == task_id]
-            users = sorted({s.user_id for s in mine})
+            users: list[str] | None = sorted({e for s in mine for e in entrants_touched(s)})
+            task = Task.objects.get(pk=task_id)
+            if _whole_board_moves(task, mine):
+                users = None
+            _lock_board(task_id, users)
+            task = Task.objects.get(pk=task_id)  # as it is now we hold the lock
             for board in BOARDS:
                 _refresh_entries(task, board, users)
-                if any(_changes_records(task, board, s) for s in mine):
+                if users is None:
                     _rebuild_records(task, board)
+                else:
+                    _records_follow(task, board, mine)
 
 
 def leaderboard_user_refresh(*, task_id: int, user_id: int) -> None:
-    """After a submission was deleted: its owner's next best moves up; the chart is rebuilt
-    since the deleted row may have been one of its steps."""
+    """After a submission was deleted: its owner's (or their team's) next best moves up; the
+    chart is rebuilt since the deleted row may have been one of its steps. Every entry is
+    refreshed when the deleted row was a composite's baseline."""
     with transaction.atomic():
-        task = Task.objects.select_for_update(no_key=True).get(pk=task_id)
+        task = Task.objects.get(pk=task_id)
+        mine = entrants_of_user(task_id=task_id, user_id=user_id)
+        users = None if _whole_board_moves(task, []) else mine
+        _lock_board(task_id, users)
+        task = Task.objects.get(pk=task_id)
         for board in BOARDS:
-            _refresh_entries(task, board, [user_id])
+            _refresh_entries(task, board, users)
+            _lock_chart(task_id, board)
+            _rebuild_records(task, board)
+
+
+def leaderboard_selection_changed(*, task_id: int, user_id: int) -> None:
+    """After a participant's (or their team's) finals changed: that private entry, and the
+    private chart."""
+    with transaction.atomic():
+        mine = entrants_of_user(task_id=task_id, user_id=user_id)
+        _lock_board(task_id, mine)
+        task = Task.objects.get(pk=task_id)
+        _refresh_entries(task, BOARD_PRIVATE, mine)
+        _lock_chart(task_id, BOARD_PRIVATE)
+        _rebuild_records(task, BOARD_PRIVATE)
+
+
+def leaderboard_entrants_changed(*, task_id: int, entrants: list[str]) -> None:
+    """After submissions moved between entrants (a team joined, left, merged or disbanded):
+    their entries on both boards, and the charts (the finals of a private board may change)."""
+    with transaction.atomic():
+        moved = sorted(set(entrants))
+        _lock_board(task_id, moved)
+        task = Task.objects.get(pk=task_id)
+        for board in BOARDS:
+            _refresh_entries(task, board, moved)
+            _lock_chart(task_id, board)
             _rebuild_records(task, board)

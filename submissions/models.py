@@ -5,23 +5,89 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from evaluation.costs import StaticCosts
 from evaluation.metrics import get_metric, metric_choices
 from evaluation.spec import ONNX_TYPE_FOR_DTYPE, TaskSpec
+from evaluation.timing import TimingProtocol
+
+
+def default_timing_protocol() -> TimingProtocol:
+    """The timing protocol of a task that sets none of its own (EVAL_TIMING_* settings)."""
+    return TimingProtocol(
+        min_time_s=settings.EVAL_TIMING_MIN_TIME_S,
+        min_batches=settings.EVAL_TIMING_MIN_BATCHES,
+        max_time_s=settings.EVAL_TIMING_MAX_TIME_S,
+        passes=settings.EVAL_TIMING_PASSES,
+        unstable_spread=settings.EVAL_TIMING_UNSTABLE_SPREAD,
+        lock_wait_s=settings.EVAL_TIMING_LOCK_WAIT_S,
+    )
+
+
+def validate_timing_config(value: Any) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError('Timing settings are a JSON object, e.g. {"min_time_s": 2}.')
+    try:
+        TimingProtocol.from_config(value, default_timing_protocol())
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from exc
+
+
+class DeviceClass(models.Model):
+    """Hardware a task is timed on. Each class has its own queue (evaluation/queues.py), so a
+    submission only reaches a worker of that class. ``cpu`` and ``gpu`` are seeded; operators add
+    classes such as ``a40`` that a CUDA worker serves when its GPU's name contains
+    ``gpu_name_contains`` (or when it is started with ``EVAL_DEVICE_CLASSES``)."""
+
+    CPU = "cpu"
+    GPU = "gpu"
+
+    slug = models.SlugField(max_length=32, unique=True)
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+    requires_gpu = models.BooleanField(
+        default=True, help_text="Submissions fail unless the CUDA execution provider runs them."
+    )
+    gpu_name_contains = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="CUDA workers whose GPU name contains this text (any case) serve this class, "
+        "e.g. 'A40'. Empty: only workers started with EVAL_DEVICE_CLASSES naming it.",
+    )
+
+    class Meta:
+        ordering = ["slug"]
+        verbose_name_plural = "device classes"
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class TaskQuerySet(models.QuerySet["Task"]):
     def visible(self) -> TaskQuerySet:
         return self.filter(is_hidden=False)
 
+    def open(self, now: Any = None) -> TaskQuerySet:
+        """Tasks taking submissions now: the query form of ``Task.is_open``."""
+        now = now or timezone.now()
+        return self.filter(
+            Q(opens_at__isnull=True) | Q(opens_at__lte=now),
+            Q(closes_at__isnull=True) | Q(closes_at__gt=now),
+        )
+
 
 class Task(models.Model):
     class Leaderboard(models.TextChoices):
         PUBLIC = "public", "Public"
+        # Participants see status, errors and timing but no score (their own included) until
+        # the operator reveals the board by making it public.
+        BLIND = "blind", "Blind (no scores until revealed)"
         HIDDEN = "hidden", "Hidden"
 
     slug = models.SlugField(unique=True)
@@ -46,9 +112,71 @@ class Task(models.Model):
     leaderboard = models.CharField(max_length=8, choices=Leaderboard.choices, default="public")
     leaderboard_frozen_at = models.DateTimeField(null=True, blank=True)
     private_revealed = models.BooleanField(default=False)
-    requires_gpu = models.BooleanField(default=False)
+    final_selections = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="How many final submissions each participant may select for the private "
+        "board; a participant who selects none is ranked on their best N by public score. "
+        "0: the private board ranks every submission (each participant's best).",
+    )
+    device_class = models.ForeignKey(
+        DeviceClass,
+        to_field="slug",
+        on_delete=models.PROTECT,
+        default=DeviceClass.CPU,
+        related_name="tasks",
+        help_text="The hardware submissions are timed on; only workers of this class take them.",
+    )
+    queued_per_user = models.PositiveIntegerField(
+        default=5,
+        validators=[MinValueValidator(1)],
+        help_text="How many submissions one user may have queued or running at once.",
+    )
+    timing = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_timing_config],
+        help_text='Timing protocol overrides, e.g. {"min_time_s": 2, "passes": 7}; keys: '
+        "min_time_s, min_batches, max_time_s, passes, unstable_spread, lock_wait_s. "
+        "Unset keys take the EVAL_TIMING_* defaults.",
+    )
     is_hidden = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    max_team_size = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1)],
+        help_text="Most participants in one team; 1: no teams, everyone enters alone.",
+    )
+    team_merge_deadline = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="After this, team membership is frozen (no joining, leaving or merging). "
+        "Empty: until the task closes.",
+    )
+    # The task page's tabs, in Markdown (rendered by submissions/markup.py: no raw HTML).
+    overview = models.TextField(blank=True, help_text="Markdown; the description when empty.")
+    rules = models.TextField(blank=True, help_text="Markdown.")
+    evaluation_notes = models.TextField(
+        blank=True, help_text="Markdown, shown under the evaluation facts the portal lists."
+    )
+    timeline_notes = models.TextField(
+        blank=True, help_text="Markdown, shown under the dates on the timeline."
+    )
+    private_reveal_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When private scores are announced to be revealed (shown on the timeline); "
+        "the reveal itself is the 'Reveal private scores' action.",
+    )
+    # The dataset results are ranked on; its history is in ``dataset_versions``. Null only for a
+    # task that was never given a version (the worker then reads ``dataset`` as it is).
+    current_dataset = models.ForeignKey(
+        "submissions.DatasetVersion",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        editable=False,
+    )
 
     objects = TaskQuerySet.as_manager()
 
@@ -73,6 +201,33 @@ class Task(models.Model):
     def higher_is_better(self) -> bool:
         return get_metric(self.metric).higher_is_better
 
+    @property
+    def requires_gpu(self) -> bool:
+        return self.device_class.requires_gpu
+
+    @property
+    def device_class_slug(self) -> str:
+        """Without a query: the foreign key holds the class's slug (``to_field``)."""
+        return str(self.device_class_id)
+
+    def scores_shown_to(self, user: Any) -> bool:
+        """Whether this viewer may see scores of this task (their own included): not while its
+        board is blind, except to operators."""
+        return self.leaderboard != Task.Leaderboard.BLIND or bool(getattr(user, "is_staff", False))
+
+    def teams_frozen(self, now: Any = None) -> bool:
+        """Past the merge deadline (or closed, without one): membership no longer changes."""
+        deadline = self.team_merge_deadline or self.closes_at
+        return deadline is not None and (now or timezone.now()) >= deadline
+
+    def has_closed(self, now: Any = None) -> bool:
+        """Past its closing time: no uploads, and final selections no longer change."""
+        return self.closes_at is not None and (now or timezone.now()) >= self.closes_at
+
+    def opens_later(self, now: Any = None) -> bool:
+        """Not open yet, as opposed to closed: its opening time is still ahead."""
+        return bool(self.opens_at and (now or timezone.now()) < self.opens_at)
+
     def is_open(self, now: Any = None) -> bool:
         now = now or timezone.now()
         if self.opens_at and now < self.opens_at:
@@ -89,12 +244,18 @@ class Task(models.Model):
             max_model_bytes=self.max_model_bytes,
             time_limit_s=float(self.time_limit_s),
             requires_gpu=self.requires_gpu,
+            timing=self.timing_protocol(),
         )
+
+    def timing_protocol(self) -> TimingProtocol:
+        return TimingProtocol.from_config(self.timing or {}, default_timing_protocol())
 
 
 class SubmissionQuerySet(models.QuerySet["Submission"]):
     def for_user(self, user: Any) -> SubmissionQuerySet:
-        return self.filter(user=user)
+        """What ``user`` may see as theirs: their own uploads and every one of their teams'."""
+        teams = Team.objects.filter(memberships__user=user).values("pk")
+        return self.filter(Q(user=user) | Q(team__in=teams))
 
     def on_leaderboard(self) -> SubmissionQuerySet:
         return self.filter(
@@ -125,6 +286,15 @@ class Submission(models.Model):
     original_name = models.CharField(max_length=255)
     description = models.CharField(max_length=500, blank=True)
     model_info = models.JSONField(default=dict, blank=True, help_text="What inspection found.")
+    # Static costs at the task's batch shape, from inspection (evaluation/costs.py); null where
+    # they could not be computed (model_info["costs_unavailable"] says why).
+    parameters = models.PositiveBigIntegerField(null=True, blank=True)
+    flops = models.PositiveBigIntegerField(null=True, blank=True)
+    macs = models.PositiveBigIntegerField(null=True, blank=True)
+    activations = models.PositiveBigIntegerField(null=True, blank=True)
+    costs_not_counted = models.JSONField(
+        null=True, blank=True, help_text='{"ops": {op type: nodes}, "unknown_shapes": n}'
+    )
 
     status = models.CharField(
         max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True
@@ -134,6 +304,8 @@ class Submission(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    # 1, then one more per operator re-run: a run reaches one final status, notified once.
+    runs = models.PositiveIntegerField(default=1)
     job_id = models.CharField(max_length=64, blank=True)
     worker_name = models.CharField(max_length=200, blank=True)
     error_message = models.TextField(blank=True, help_text="Shown to the submitter.")
@@ -143,17 +315,63 @@ class Submission(models.Model):
     )
 
     hidden = models.BooleanField(default=False)
+    hidden_reason = models.CharField(max_length=500, blank=True, help_text="Shown to the owner.")
     disqualified = models.BooleanField(default=False)
+    disqualified_reason = models.CharField(
+        max_length=500, blank=True, help_text="Shown to the owner."
+    )
     is_baseline = models.BooleanField(default=False)
+    # Chosen by its owner as one of the task's final submissions (Task.final_selections).
+    selected = models.BooleanField(default=False)
+    # Higher starts first (submissions/turns.py): operator re-runs above the users' uploads (0),
+    # re-scores on a replaced dataset below them.
+    priority = models.SmallIntegerField(default=0)
+    RESCORE_PRIORITY = -10
+    # The dataset version the result was scored on (set with the result, by the job).
+    dataset_version = models.ForeignKey(
+        "submissions.DatasetVersion",
+        on_delete=models.RESTRICT,
+        null=True,
+        blank=True,
+        related_name="results",
+        editable=False,
+    )
+    display_name = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Shown on the leaderboard instead of the owner's username (baselines).",
+    )
+    # The team it counts for; None: its uploader entered alone. Moves with its uploader when
+    # they join, leave or are removed from a team (submissions/teams.py).
+    team = models.ForeignKey(
+        "submissions.Team",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="submissions",
+    )
 
     # Result: written once, in one transaction, when the evaluation succeeds.
     score = models.FloatField(null=True, blank=True, help_text="Primary metric on the public rows.")
     score_private = models.FloatField(null=True, blank=True)
     metrics = models.JSONField(default=dict, blank=True)
     metrics_private = models.JSONField(default=dict, blank=True)
+    # Per batch, from the timing phase (evaluation/timing.py), in ms to full float precision.
     latency_p50_ms = models.FloatField(null=True, blank=True)
+    latency_p90_ms = models.FloatField(null=True, blank=True)
     latency_p95_ms = models.FloatField(null=True, blank=True)
     latency_p99_ms = models.FloatField(null=True, blank=True)
+    latency_mean_ms = models.FloatField(null=True, blank=True)
+    latency_spread = models.FloatField(
+        null=True, blank=True, help_text="Relative IQR of the timing passes' medians (0.02 = 2 %)."
+    )
+    latency_unstable = models.BooleanField(default=False)
+    timing_exclusive = models.BooleanField(
+        null=True, blank=True, help_text="Timed holding the device's lock (False: without)."
+    )
+    timing = models.JSONField(
+        default=dict, blank=True, help_text="Timing protocol, passes and device conditions."
+    )
     throughput = models.FloatField(null=True, blank=True, help_text="Samples per second.")
     peak_memory_bytes = models.PositiveBigIntegerField(null=True, blank=True)
     provider = models.CharField(max_length=64, blank=True)
@@ -169,6 +387,14 @@ class Submission(models.Model):
         indexes = [
             models.Index(fields=["task", "status", "score"]),
             models.Index(fields=["user", "task", "created_at"]),
+            # The upload's duplicate check, and its quota and waiting-limit counts as index-only
+            # scans (every column they read is in the index).
+            models.Index(fields=["user", "task", "sha256"], name="submission_duplicate_idx"),
+            models.Index(
+                fields=["user", "task", "status"],
+                include=["created_at", "attempts", "failed_by_system", "priority"],
+                name="submission_quota_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -181,6 +407,65 @@ class Submission(models.Model):
     def is_final(self) -> bool:
         return self.status in self.FINAL_STATUSES
 
+    @property
+    def is_rescore(self) -> bool:
+        """Queued again by a dataset replacement (``services.task_dataset_replace``)."""
+        return self.priority == self.RESCORE_PRIORITY
 
-# Leaderboard read models live in their own module (issue 6); imported so Django registers them.
+    def owner_notices(self) -> list[str]:
+        """Why this submission is not (or not yet) on the board, as its owner is told on the
+        submission page, the list and the API; [] when nothing keeps it off."""
+        notices = []
+        if self.disqualified:
+            notices.append(f"Disqualified: {self.disqualified_reason or 'no reason given'}")
+        if self.hidden:
+            reason = f": {self.hidden_reason}" if self.hidden_reason else ""
+            notices.append(f"Hidden from the leaderboard by the organisers{reason}")
+        frozen = self.task.leaderboard_frozen_at
+        if frozen is not None and self.created_at > frozen:
+            notices.append(
+                f"Submitted after the leaderboard froze ({frozen:%Y-%m-%d %H:%M} UTC): "
+                "not on the board."
+            )
+        if self.status in (self.Status.QUEUED, self.Status.RUNNING) and self.is_rescore:
+            notices.append("Being re-scored on the task's new dataset.")
+        elif self.status == self.Status.SUCCEEDED and not self.on_current_dataset:
+            notices.append(
+                "Scored on an earlier version of the task's dataset: not on the board until "
+                "it is re-scored."
+            )
+        return notices
+
+    @property
+    def on_current_dataset(self) -> bool:
+        return self.dataset_version_id == self.task.current_dataset_id
+
+    @property
+    def board_name(self) -> str:
+        """Who the board says made this entry: a baseline's display name, the team's name, else
+        the username (a participant alone)."""
+        if self.display_name:
+            return self.display_name
+        team = self.team
+        return team.name if team is not None else self.user.username
+
+    def set_static_costs(self, costs: StaticCosts | None) -> None:
+        """Copy inspection's costs onto this row (not saved); None leaves them unknown."""
+        if costs is None:
+            return
+        self.parameters, self.macs, self.flops = costs.parameters, costs.macs, costs.flops
+        self.activations = costs.activations
+        self.costs_not_counted = {
+            "ops": dict(costs.not_counted),
+            "unknown_shapes": costs.unknown_shapes,
+        }
+
+
+# Models kept in modules of their own (dataset versions, leaderboard read models, ranking rules,
+# task files, notifications), imported here so Django registers them with this app.
+from submissions.dataset_models import DatasetVersion  # noqa: E402, F401
 from submissions.leaderboard_models import LeaderboardEntry, LeaderboardRecord  # noqa: E402, F401
+from submissions.notification_models import Notification, Webhook, WebhookDelivery  # noqa: E402, F401
+from submissions.ranking_models import RankingRule  # noqa: E402, F401
+from submissions.task_file_models import TaskFile  # noqa: E402, F401
+from submissions.team_models import Team, TeamInvite, TeamMembership  # noqa: E402, F401

@@ -11,17 +11,25 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from submissions import selectors
+from submissions.apis import NOT_FOUND
 from submissions.models import Task
 from submissions.quotas import quota_get
 
 
 class QuotaSerializer(serializers.Serializer):
     per_day = serializers.IntegerField(help_text="Submissions allowed in any 24 hours.")
-    used_today = serializers.IntegerField(help_text="Counted submissions in the last 24 hours.")
+    used_today = serializers.IntegerField(
+        help_text="Counted (started) submissions uploaded in the last 24 hours."
+    )
     left_today = serializers.IntegerField()
     total = serializers.IntegerField(allow_null=True, help_text="Lifetime limit, null if none.")
     used_total = serializers.IntegerField()
     left_total = serializers.IntegerField(allow_null=True)
+    waiting = serializers.IntegerField(
+        help_text="Queued submissions not started yet: not counted until they start, but they "
+        "hold their place against the limits."
+    )
+    waiting_today = serializers.IntegerField(help_text="Of the waiting ones, the last 24 hours'.")
     left = serializers.IntegerField(help_text="Submissions possible right now.")
     next_slot_at = serializers.DateTimeField(
         allow_null=True, help_text="When the oldest counted submission of the last 24 h expires."
@@ -31,7 +39,7 @@ class QuotaSerializer(serializers.Serializer):
 class TaskQuotaApi(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(responses={200: QuotaSerializer})
+    @extend_schema(responses={200: QuotaSerializer, 404: NOT_FOUND})
     def get(self, request: Request, slug: str) -> Response:
         try:
             task = selectors.task_get_visible(slug=slug, user=request.user)

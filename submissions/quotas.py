@@ -1,8 +1,18 @@
-"""What counts against a user's submission quota on a task, and how much is left.
+"""What counts against a user's submission quota on a task, and how much is left. A member of a
+team shares the team's quota: every member's upload counts against it (``entrant_submissions``).
 
-Counted: every stored submission except cancelled ones and those failed by the system (worker
-lost, our error). A model that fails on its own counts. Refused uploads leave no row, so they
-cannot count.
+Counted: every stored submission whose evaluation has started, except cancelled ones and those
+failed by the system (worker lost, our error). A model that fails on its own counts. Refused
+uploads leave no row, so they cannot count.
+
+A submission still waiting for its first start (for a free worker, or for a device class with no
+worker online) does not count yet: ``waiting`` holds its place, so an upload is still refused when
+used + waiting reaches the quota, and cancelling a waiting submission gives its place back. It is
+counted on the day it was uploaded once it starts.
+
+A re-score (the task's dataset was replaced: ``dataset_services.task_dataset_replace``) is the
+operator's doing, not a new submission: it stays counted as the submission it was, and neither
+holds a waiting place nor counts against the queued-at-once limit.
 """
 
 from __future__ import annotations
@@ -14,34 +24,59 @@ from typing import Any
 from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
-from submissions.models import Submission, Task
+from submissions.models import Submission, Task, Team, TeamMembership
 
 DAY = timedelta(days=1)
 
 
+def team_id_of(*, user: Any, task: Task) -> int | None:
+    """The id of ``user``'s team on ``task``; None: they enter alone."""
+    memberships = TeamMembership.objects.filter(task=task, user=user)
+    return memberships.values_list("team_id", flat=True).first()
+
+
+def entrant_submissions(*, user: Any, task: Task) -> QuerySet[Submission]:
+    """The submissions of whom ``user`` uploads for on ``task``: their team's (every member's),
+    or, alone, their own made outside any team."""
+    team_id = team_id_of(user=user, task=task)
+    if team_id is not None:
+        return Submission.objects.filter(team_id=team_id)
+    return Submission.objects.filter(user=user, task=task, team__isnull=True)
+
+
 def submissions_counted(*, user: Any, task: Task) -> QuerySet[Submission]:
+    """Started or waiting to start: everything a quota or the duplicate check looks at."""
     return (
-        Submission.objects.filter(user=user, task=task)
+        entrant_submissions(user=user, task=task)
         .exclude(status=Submission.Status.CANCELLED)
         .exclude(failed_by_system=True)
     )
 
 
+RESCORE = Q(priority=Submission.RESCORE_PRIORITY)
+WAITING = Q(status=Submission.Status.QUEUED, attempts=0) & ~RESCORE
+
+
 @dataclass(frozen=True)
 class Quota:
     per_day: int
-    used_today: int
+    used_today: int  # started in the last 24 hours (by upload time)
     total: int | None
     used_total: int
     next_slot_at: datetime | None  # when the oldest submission of the last 24 h stops counting
+    waiting: int = 0  # queued, never started: not counted (yet), but holding a place
+    waiting_today: int = 0  # of those, uploaded in the last 24 hours
+    team: str = ""  # the team whose quota this is; "": the user's own
 
     @property
     def left_today(self) -> int:
-        return max(0, self.per_day - self.used_today)
+        return max(0, self.per_day - self.used_today - self.waiting_today)
 
     @property
     def left_total(self) -> int | None:
-        return None if self.total is None else max(0, self.total - self.used_total)
+        if self.total is None:
+            return None
+        return max(0, self.total - self.used_total - self.waiting)
 
     @property
     def left(self) -> int:
@@ -49,24 +84,33 @@ class Quota:
         return self.left_today if self.left_total is None else min(self.left_today, self.left_total)
 
     def refusal(self) -> str | None:
+        waiting = (
+            f" {self.waiting} of yours {'is' if self.waiting == 1 else 'are'} still waiting to "
+            "start; a submission counts once it starts, and cancelling it gives its place back."
+            if self.waiting
+            else ""
+        )
+        who, whose = (f"Your team {self.team} has", "its") if self.team else ("You have", "your")
         if self.left_total == 0:
-            return f"You have used all {self.total} submissions for this task."
+            return f"{who} used all {self.total} submissions for this task.{waiting}"
         if self.left_today == 0:
             when = f" at {self.next_slot_at:%Y-%m-%d %H:%M} UTC" if self.next_slot_at else ""
             return (
-                f"You have used your {self.per_day} submissions for the last 24 hours; "
-                f"the next one is possible{when}."
+                f"{who} used {whose} {self.per_day} submissions for the last 24 hours; "
+                f"the next one is possible{when}.{waiting}"
             )
         return None
 
 
 def quota_get(*, user: Any, task: Task, now: datetime | None = None) -> Quota:
-    """Both counts and the next free slot in one query."""
+    """All counts and the next free slot in one query."""
     since = (now or timezone.now()) - DAY
     recent = Q(created_at__gte=since)
     counts = submissions_counted(user=user, task=task).aggregate(
-        total=Count("id"),
-        today=Count("id", filter=recent),
+        total=Count("id", filter=~WAITING),
+        today=Count("id", filter=recent & ~WAITING),
+        waiting=Count("id", filter=WAITING),
+        waiting_today=Count("id", filter=recent & WAITING),
         oldest_today=Min("created_at", filter=recent),
     )
     oldest = counts["oldest_today"]
@@ -76,4 +120,10 @@ def quota_get(*, user: Any, task: Task, now: datetime | None = None) -> Quota:
         total=task.submissions_total,
         used_total=counts["total"],
         next_slot_at=oldest + DAY if oldest is not None else None,
+        waiting=counts["waiting"],
+        waiting_today=counts["waiting_today"],
+        team=Team.objects.filter(task=task, memberships__user=user)
+        .values_list("name", flat=True)
+        .first()
+        or "",
     )

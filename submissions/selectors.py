@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, F, Max, Min, Q, QuerySet, Window
-from django.db.models.functions import RowNumber
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    F,
+    Max,
+    Min,
+    Q,
+    QuerySet,
+    Value,
+    When,
+    Window,
+)
+from django.db.models.functions import Cast, Coalesce, Concat, NullIf, RowNumber
 
-from submissions.leaderboard_models import LeaderboardEntry, LeaderboardRecord
+from evaluation import queues
+from submissions import ranking, turns
+from submissions.board_row import BOARD_PRIVATE, BOARD_PUBLIC, LeaderboardRow
+from submissions.leaderboard_models import LeaderboardEntry, LeaderboardRecord, entrant_key
 from submissions.models import Submission, Task
+from submissions.ranking_models import submission_measures, task_rule
+from submissions.task_file_models import TaskFile
+from submissions.team_models import Team, TeamMembership
 
 
 def task_list_visible(*, user: Any) -> QuerySet[Task]:
-    tasks = Task.objects.all()
+    # pages show requires_gpu and its name, and whether the dataset was ever replaced
+    tasks = Task.objects.select_related("device_class", "current_dataset")
     return tasks if getattr(user, "is_staff", False) else tasks.visible()
 
 
@@ -22,8 +42,26 @@ def task_get_visible(*, slug: str, user: Any) -> Task:
     return task_list_visible(user=user).get(slug=slug)
 
 
-BOARD_PUBLIC = "public"
-BOARD_PRIVATE = "private"
+@dataclass(frozen=True)
+class TaskCounts:
+    participants: int
+    submissions: int
+
+
+def task_counts(*, task: Task) -> TaskCounts:
+    """Submissions to ``task`` and the users who made them; the operators' baselines are not
+    participants and their models are not counted."""
+    counts = Submission.objects.filter(task=task, is_baseline=False).aggregate(
+        submissions=Count("pk"), participants=Count("user", distinct=True)
+    )
+    return TaskCounts(participants=counts["participants"], submissions=counts["submissions"])
+
+
+def task_files_listed(*, task: Task, user: Any) -> QuerySet[TaskFile]:
+    """The task page's data section: what ``user`` may see and download of ``task``'s files."""
+    return TaskFile.objects.filter(task=task).listed_for(user)
+
+
 BOARDS = (BOARD_PUBLIC, BOARD_PRIVATE)
 LEADERBOARD_PAGE_SIZE = 50
 
@@ -32,22 +70,17 @@ SORT_FIELDS = {
     "rank": "rank_key",
     "user": "user__username",
     "score": "score",
+    "value": "value",
     "latency": "latency_p50_ms",
     "throughput": "throughput",
+    "parameters": "submission__parameters",
+    "flops": "submission__flops",
+    "memory": "submission__peak_memory_bytes",
     "device": "device_name",
     "entries": "entries",
     "last": "last_submitted_at",
 }
 SORT_COLUMNS = tuple(SORT_FIELDS)
-
-
-@dataclass(frozen=True)
-class LeaderboardRow:
-    rank: int
-    submission: Submission
-    score: float
-    entries: int
-    last_submitted_at: datetime
 
 
 @dataclass(frozen=True)
@@ -93,36 +126,179 @@ def leaderboard_boards(*, task: Task, user: Any) -> list[str]:
     return [BOARD_PUBLIC]
 
 
+def leaderboard_refusal(*, task: Task, user: Any) -> str:
+    """Why this viewer may not see the task's board (page, CSV, API, charts); "" when they may.
+    Operators see every board; participants only a public one."""
+    if getattr(user, "is_staff", False) or task.leaderboard == Task.Leaderboard.PUBLIC:
+        return ""
+    if task.leaderboard == Task.Leaderboard.BLIND:
+        return (
+            "Scores on this task are blind until the organisers reveal them: you see the status, "
+            "errors and timing of your submissions, but no score."
+        )
+    return "The leaderboard of this task is hidden."
+
+
 # --- Computed from Submission: the definition of the board, used to (re)build the read models.
 
 
-def _eligible(task: Task, board: str) -> QuerySet[Submission]:
-    """Scored, visible submissions of the task; on a frozen board only those made before it."""
-    eligible = Submission.objects.on_leaderboard().filter(task=task)
+def board_eligible(*, task: Task, board: str) -> QuerySet[Submission]:
+    """The submissions that may stand on a board: THE definition, used by every rebuild, refresh
+    and chart of the read models. Scored, visible submissions of the task; on a frozen board
+    only those made before the freeze; only results on the task's current dataset version; on
+    the private board of a task with a selection limit,
+    only each participant's finals (``_finals``).
+
+    Filters on the submissions themselves go before ``_finals``: the finals are chosen among
+    the submissions that pass them."""
+    eligible: QuerySet[Submission] = Submission.objects.on_leaderboard().filter(
+        task=task,
+        dataset_version_id=task.current_dataset_id,  # None: a task without versions
+    )
     if board == BOARD_PRIVATE:
         eligible = eligible.filter(score_private__isnull=False)
     if task.leaderboard_frozen_at is not None:
         eligible = eligible.filter(created_at__lte=task.leaderboard_frozen_at)
+    if board == BOARD_PRIVATE and task.final_selections:
+        eligible = _finals(task, eligible)
     return eligible
 
 
+# Who a board row belongs to: a team, a participant alone (a team of one without a Team row),
+# or one baseline on its own. The same keys as ``leaderboard_models.entrant_key``.
+ENTRANT = Case(
+    When(is_baseline=True, then=Concat(Value("b"), Cast("id", CharField()))),
+    When(team__isnull=False, then=Concat(Value("t"), Cast("team_id", CharField()))),
+    default=Concat(Value("u"), Cast("user_id", CharField())),
+    output_field=CharField(),
+)
+
+
+def _board_name(path: str = "") -> Coalesce:
+    """The name a board shows for a submission at ``path``: a baseline's display name, its
+    team's name, else its owner's username (``Submission.board_name`` in SQL, for the charts'
+    one-query reads)."""
+    return Coalesce(
+        NullIf(F(f"{path}display_name"), Value("")),
+        F(f"{path}team__name"),
+        F(f"{path}user__username"),
+    )
+
+
+def entrant_of(s: Submission) -> str:
+    """The Python form of ``ENTRANT``."""
+    return entrant_key(
+        baseline=s.is_baseline, submission_id=s.pk, team_id=s.team_id, user_id=s.user_id
+    )
+
+
+def entrants_touched(s: Submission) -> list[str]:
+    """The entrants a change to ``s`` may move: its own, and the one it belongs to with its
+    baseline flag flipped (marking a baseline moves it off its owner's row onto one of its own)."""
+    return [
+        entrant_key(baseline=flag, submission_id=s.pk, team_id=s.team_id, user_id=s.user_id)
+        for flag in (False, True)
+    ]
+
+
+def team_of(*, user: Any, task: Task) -> Team | None:
+    """The team ``user`` is in on ``task``; None: they enter alone."""
+    if not getattr(user, "pk", None):
+        return None
+    return Team.objects.filter(task=task, memberships__user=user).first()
+
+
+def entrants_of_user(*, task_id: int, user_id: int) -> list[str]:
+    """The entrants whose rows a change to ``user_id``'s submissions may move: theirs alone,
+    and their team's when they are in one."""
+    teams = TeamMembership.objects.filter(task_id=task_id, user_id=user_id)
+    return [f"u{user_id}", *(f"t{t}" for t in teams.values_list("team_id", flat=True))]
+
+
+def entrants_filter(entrants: Collection[str], *, baseline: str = "is_baseline") -> Q:
+    """The rows of these entrants, as a filter on Submission (or, with ``baseline="baseline"``
+    and ``submission_id`` for ids, on LeaderboardEntry): each key's own columns, so indexes
+    serve it."""
+    found = Q(pk__in=[])
+    id_field = "pk" if baseline == "is_baseline" else "submission_id"
+    by_kind: dict[str, list[int]] = {"b": [], "t": [], "u": []}
+    for key in entrants:
+        by_kind[key[0]].append(int(key[1:]))
+    if by_kind["b"]:
+        found |= Q(**{baseline: True, f"{id_field}__in": by_kind["b"]})
+    if by_kind["t"]:
+        found |= Q(team_id__in=by_kind["t"])
+    if by_kind["u"]:
+        found |= Q(**{baseline: False}, team__isnull=True, user_id__in=by_kind["u"])
+    return found
+
+
+def _finals(task: Task, eligible: QuerySet[Submission]) -> QuerySet[Submission]:
+    """Each participant's selected submissions among ``eligible``; for a participant who
+    selected none of them, their best ``task.final_selections`` by public score (ties to the
+    earlier). Computed from the rows alone, never from the clock, so the kept board always
+    equals a rebuild; selecting is refused once the task closes, so what it shows then is final.
+    """
+    by_user = [ENTRANT]  # a baseline is an entrant of its own, its own final
+    numbered = eligible.annotate(
+        chosen=Window(Count("id", filter=Q(selected=True)), partition_by=by_user),
+        public_place=Window(RowNumber(), partition_by=by_user, order_by=_best_first(task, "score")),
+    ).filter(Q(selected=True) | Q(chosen=0, public_place__lte=task.final_selections))
+    return eligible.filter(pk__in=numbered.values("pk"))
+
+
+def final_selection_text(*, task: Task, board: str) -> str:
+    """What the board ranks, said on the page and in the API; empty when nothing to say."""
+    if board != BOARD_PRIVATE or not task.final_selections:
+        return ""
+    n = task.final_selections
+    finals = "submission" if n == 1 else f"{n} submissions"
+    return (
+        f"This board ranks each participant's selected final {finals} only; a participant "
+        f"who selected none is ranked on their best {n} by public score."
+    )
+
+
+def _best_key(s: Submission) -> tuple[bool, float, datetime, int]:
+    verdict: ranking.Verdict = s.verdict  # type: ignore[attr-defined]
+    return (not verdict.ranked, verdict.rank_key, s.created_at, s.pk)
+
+
 def best_rows_computed(
-    *, task: Task, board: str = BOARD_PUBLIC, user_ids: list[int] | None = None
+    *, task: Task, board: str = BOARD_PUBLIC, entrants: Collection[str] | None = None
 ) -> list[Submission]:
-    """The best eligible submission per user, best first, annotated with ``entries`` and
-    ``last_submitted_at``. Ties go to the earlier submission. One query: a window numbers each
-    user's submissions best-first and only the first of each is kept."""
-    by_user = [F("user_id")]
-    eligible = _eligible(task, board)
-    if user_ids is not None:
-        eligible = eligible.filter(user_id__in=user_ids)
-    best_first = _best_first(task, score_field(board))
-    ranked = eligible.annotate(
-        user_rank=Window(RowNumber(), partition_by=by_user, order_by=best_first),
+    """The best eligible submission per user under the task's ranking rule, best first (ranked
+    ones, then the others), annotated with ``verdict`` (submissions.ranking.Verdict),
+    ``entries`` and ``last_submitted_at``. Ties go to the earlier submission.
+
+    Under the primary metric this is one query: a window numbers each user's submissions
+    best-first and only the first of each is kept. Other rules judge every eligible submission
+    (``ranking.judge``) and keep each user's best."""
+    rule = task_rule(task, board)
+    by_user = [ENTRANT]
+    eligible = board_eligible(task=task, board=board)
+    if entrants is not None:
+        eligible = eligible.filter(entrants_filter(entrants))
+    counted = eligible.annotate(
         entries=Window(Count("id"), partition_by=by_user),
         last_submitted_at=Window(Max("created_at"), partition_by=by_user),
-    )
-    return list(ranked.filter(user_rank=1).select_related("user").order_by(*best_first))
+    ).select_related("user", "team")
+    rows: list[Submission]
+    if rule.kind == ranking.PRIMARY:
+        best_first = _best_first(task, score_field(board))
+        ranked = counted.annotate(
+            user_rank=Window(RowNumber(), partition_by=by_user, order_by=best_first)
+        )
+        rows = list(ranked.filter(user_rank=1).order_by(*best_first))
+    else:
+        rows = list(counted)
+    best: dict[str, Submission] = {}
+    for row in rows:
+        row.verdict = ranking.judge(rule, submission_measures(row, board))  # type: ignore[attr-defined]
+        key = entrant_of(row)
+        if key not in best or _best_key(row) < _best_key(best[key]):
+            best[key] = row
+    return sorted(best.values(), key=_best_key)
 
 
 def records_computed(*, task: Task, board: str = BOARD_PUBLIC) -> list[ScoreRecord]:
@@ -131,11 +307,11 @@ def records_computed(*, task: Task, board: str = BOARD_PUBLIC) -> list[ScoreReco
     field = score_field(board)
     running = Max(field) if task.higher_is_better else Min(field)
     records = (
-        _eligible(task, board)
+        board_eligible(task=task, board=board)
         .annotate(best_so_far=Window(running, order_by=[F("created_at").asc(), F("id").asc()]))
         .filter(**{field: F("best_so_far")})
         .order_by("created_at", "id")
-        .values_list("created_at", field, "user__username", "id")
+        .values_list("created_at", field, _board_name(), "id")
     )
     steps: list[ScoreRecord] = []
     for at, score, username, submission_id in records:
@@ -151,37 +327,57 @@ def _entries(task: Task, board: str) -> QuerySet[LeaderboardEntry]:
     return LeaderboardEntry.objects.filter(task=task, board=board)
 
 
-_RANK_ORDER = ["rank_key", "created_at", "submission_id"]
+_RANK_ORDER = ["unranked", "rank_key", "created_at", "submission_id"]
 
 
-def _row(entry: LeaderboardEntry, rank: int) -> LeaderboardRow:
+def _row(task: Task, entry: LeaderboardEntry, rank: int) -> LeaderboardRow:
     return LeaderboardRow(
-        rank, entry.submission, entry.score, entry.entries, entry.last_submitted_at
+        None if entry.unranked else rank,
+        entry.submission,
+        entry.score,
+        entry.entries,
+        entry.last_submitted_at,
+        entry.value,
+        entry.reason,
+        board=entry.board,
+        finals=entry.board == BOARD_PRIVATE and bool(task.final_selections),
     )
 
 
 def leaderboard(*, task: Task, board: str = BOARD_PUBLIC) -> list[LeaderboardRow]:
     """Every ranked user with the full best submission (for the CSV export). One query."""
-    entries = _entries(task, board).select_related("submission__user").order_by(*_RANK_ORDER)
-    return [_row(entry, index + 1) for index, entry in enumerate(entries)]
+    entries = (
+        _entries(task, board)
+        .select_related("submission__user", "submission__team")
+        .order_by(*_RANK_ORDER)
+    )
+    return [_row(task, entry, index + 1) for index, entry in enumerate(entries)]
 
 
 def _own_row(task: Task, board: str, user: Any) -> LeaderboardRow | None:
     if not getattr(user, "pk", None):
         return None
-    entry = _entries(task, board).filter(user=user).select_related("submission__user").first()
+    teams = Team.objects.filter(task=task, memberships__user=user).values("pk")
+    entry = (
+        _entries(task, board)
+        .filter(Q(team__in=teams) | Q(user=user, team__isnull=True, baseline=False))
+        .select_related("submission__user", "submission__team")
+        .first()
+    )
     if entry is None:
         return None
     better = _entries(task, board).filter(
-        Q(rank_key__lt=entry.rank_key)
-        | Q(rank_key=entry.rank_key, created_at__lt=entry.created_at)
+        Q(unranked__lt=entry.unranked)
+        | Q(unranked=entry.unranked, rank_key__lt=entry.rank_key)
+        | Q(unranked=entry.unranked, rank_key=entry.rank_key, created_at__lt=entry.created_at)
         | Q(
+            unranked=entry.unranked,
             rank_key=entry.rank_key,
             created_at=entry.created_at,
             submission_id__lt=entry.submission_id,
         )
     )
-    return _row(entry, better.count() + 1)
+    return _row(task, entry, better.count() + 1)
 
 
 def leaderboard_page(
@@ -202,7 +398,11 @@ def leaderboard_page(
     pages = max(1, -(-total // page_size))
     page = min(max(1, page), pages)
     field = SORT_FIELDS.get(sort, "rank_key")
-    order = [F(field).desc(nulls_last=True) if descending else F(field).asc(nulls_last=True)]
+    # By rank: the ranked entries, then those outside the rule (each group by its rank key).
+    fields = ["unranked", field] if field == "rank_key" else [field]
+    order = [
+        F(f).desc(nulls_last=True) if descending else F(f).asc(nulls_last=True) for f in fields
+    ]
     # Rank is a window over all the board's entries, computed before the ORDER BY and LIMIT;
     # only the page's ids and ranks travel, then the page's rows are read by id.
     ranked = (
@@ -211,8 +411,10 @@ def leaderboard_page(
         .values_list("pk", "rank")
     )
     ranks = dict(ranked[(page - 1) * page_size : page * page_size])
-    by_id = LeaderboardEntry.objects.select_related("submission__user").in_bulk(list(ranks))
-    shown = [_row(by_id[pk], rank) for pk, rank in ranks.items()]
+    by_id = LeaderboardEntry.objects.select_related("submission__user", "submission__team").in_bulk(
+        list(ranks)
+    )
+    shown = [_row(task, by_id[pk], rank) for pk, rank in ranks.items()]
     own = _own_row(task, board, user)
     on_page = own is not None and any(r.submission.pk == own.submission.pk for r in shown)
     return LeaderboardPage(
@@ -228,24 +430,120 @@ def leaderboard_page(
     )
 
 
+@dataclass(frozen=True)
+class SpeedPoint:
+    username: str
+    score: float
+    latency_p50_ms: float
+    device_class: str | None  # where it was timed; None: not recorded
+
+
+def leaderboard_speed_points(*, task: Task, board: str = BOARD_PUBLIC) -> list[SpeedPoint]:
+    """Score and p50 latency of each entry with a latency, for the score-versus-latency chart.
+    One query of four columns, whatever the board's size."""
+    rows = (
+        _entries(task, board)
+        .filter(latency_p50_ms__isnull=False)
+        .order_by(*_RANK_ORDER)
+        .values_list(
+            _board_name("submission__"),
+            "score",
+            "latency_p50_ms",
+            "submission__timing__conditions__device_class",
+        )
+    )
+    return [
+        SpeedPoint(u, score, float(ms or 0.0), c if isinstance(c, str) else None)
+        for u, score, ms, c in rows
+    ]
+
+
+def leaderboard_rule(*, task: Task, board: str = BOARD_PUBLIC) -> ranking.Rule:
+    """The task's ranking rule on this board, for the page, the CSV and the API to describe."""
+    return task_rule(task, board)
+
+
 def leaderboard_best_over_time(*, task: Task, board: str = BOARD_PUBLIC) -> list[ScoreRecord]:
     """The steps of the best-score chart, oldest first (one query on the kept records)."""
-    records = LeaderboardRecord.objects.filter(task=task, board=board).order_by("at", "id")
-    return [ScoreRecord(r.at, r.score, r.username, r.submission_id) for r in records]
+    records = (
+        LeaderboardRecord.objects.filter(task=task, board=board)
+        .order_by("at", "id")
+        .values_list("at", "score", _board_name("submission__"), "submission_id")
+    )
+    # The name is read now, through the submission: a renamed user's records show the new name.
+    return [ScoreRecord(*record) for record in records]
 
 
 def submissions_of(*, user: Any, task: Task | None = None) -> QuerySet[Submission]:
-    submissions = Submission.objects.for_user(user).select_related("task")
+    submissions = Submission.objects.for_user(user).select_related(
+        "task", "user", "dataset_version"
+    )
     return submissions.filter(task=task) if task is not None else submissions
 
 
+@dataclass(frozen=True)
+class FinalChoice:
+    """One task where the viewer chooses finals: their submissions that may be chosen."""
+
+    task: Task
+    submissions: list[Submission]
+    can_change: bool  # False once the task has closed
+    scores_shown: bool  # False while the task's board is blind to this viewer
+
+    @property
+    def chosen(self) -> int:
+        return sum(s.selected for s in self.submissions)
+
+
+def final_choices(*, user: Any) -> list[FinalChoice]:
+    """For "My submissions": each task with a selection limit where the viewer has a
+    submission that succeeded (or one still selected), newest first. One query."""
+    rows = (
+        submissions_of(user=user)
+        .filter(task__final_selections__gt=0)
+        .filter(Q(status=Submission.Status.SUCCEEDED) | Q(selected=True))
+    )
+    by_task: dict[int, FinalChoice] = {}
+    for s in rows:
+        if s.task_id not in by_task:
+            by_task[s.task_id] = FinalChoice(
+                s.task, [], not s.task.has_closed(), s.task.scores_shown_to(user)
+            )
+        by_task[s.task_id].submissions.append(s)
+    return list(by_task.values())
+
+
 def submission_queue_position(*, submission: Submission) -> int | None:
-    """1 for the next submission to start; None unless queued. Counted in the database, which
-    is the truth even when Redis was lost and the queue is being rebuilt."""
+    """1 for the next submission of its device class to start; None unless queued. Counted in
+    the database in the fair order the workers use (submissions/turns.py), which is the truth
+    even when Redis was lost and the queue is being rebuilt."""
+    return turns.queue_positions(submissions=[submission]).get(submission.pk)
+
+
+def task_device_notice(*, task: Task) -> str:
+    """Said before an upload (page and task API) and after it, while no worker of the task's
+    device class is online; empty otherwise."""
+    return queues.device_notice(task.device_class_slug, task.device_class.name)
+
+
+def submission_queue_place(*, submission: Submission) -> dict[str, Any] | None:
+    """Position, estimated start, and whether it waits for a device (no worker of its class
+    online), for a queued submission; None otherwise. No worker or host names."""
     if submission.status != Submission.Status.QUEUED:
         return None
-    ahead = Submission.objects.filter(status=Submission.Status.QUEUED).filter(
-        Q(created_at__lt=submission.created_at)
-        | Q(created_at=submission.created_at, id__lt=submission.id)
-    )
-    return ahead.count() + 1
+    online = queues.workers_online(submission.task.device_class_slug)
+    return turns.queue_place(submission=submission, workers_online=online or 0)
+
+
+def task_rescoring_count(*, task: Task) -> int:
+    """Submissions queued or running again on the task's replaced dataset: the board says how
+    many results are still to come back (submissions/dataset_services.py). No query for a task
+    whose dataset was never replaced (its version 1, or none)."""
+    current = task.current_dataset
+    if current is None or current.number <= 1:
+        return 0
+    return Submission.objects.filter(
+        task=task,
+        status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING],
+        priority=Submission.RESCORE_PRIORITY,
+    ).count()

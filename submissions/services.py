@@ -11,30 +11,36 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import django_rq
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.files import File
 from django.core.files.storage import FileSystemStorage
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Concat, Right
 from django.utils import timezone
+from redis.exceptions import RedisError
 from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job, JobStatus
 
-from evaluation.inspect import ModelRejected, inspect_model
+from evaluation.inspect import ModelInfo, ModelRejected, check_file_name, inspect_model
+from evaluation.queues import class_queue, evaluation_redis
 from evaluation.runner import EvalResult
 from submissions.dataset_cache import cached_copy
 from submissions.leaderboard import leaderboard_submissions_changed
-from submissions.models import Submission, Task
-from submissions.quotas import quota_get, submissions_counted
+from submissions.models import DatasetVersion, Submission, Task, Team
+from submissions.notifications import notification_record
+from submissions.quotas import RESCORE, quota_get, submissions_counted, team_id_of
+from submissions.turns import RERUN_PRIORITY
 
 log = logging.getLogger(__name__)
 Status = Submission.Status
@@ -90,6 +96,23 @@ def _check_quota(*, user: Any, task: Task) -> None:
         raise SubmissionRefused("file", message)
 
 
+def _check_waiting_limit(*, user: Any, task: Task) -> None:
+    """A user may have only ``task.queued_per_user`` submissions queued or running per task, so
+    nobody fills the queue; called with the user's row locked, like the quota check."""
+    active = (
+        Submission.objects.filter(user=user, task=task, status__in=[Status.QUEUED, Status.RUNNING])
+        .exclude(RESCORE)  # the operator's re-scores are not the user's to wait for
+        .count()
+    )
+    if active >= task.queued_per_user:
+        raise SubmissionRefused(
+            "file",
+            f"You already have {active} submission(s) queued or running for this task, the most "
+            f"allowed at once ({task.queued_per_user}). Upload again when one has finished, or "
+            "cancel one you no longer need.",
+        )
+
+
 def _check_duplicate(*, user: Any, task: Task, sha256: str) -> None:
     """The same file twice for the same task scores the same twice: point at the first one.
 
@@ -110,14 +133,26 @@ def _check_duplicate(*, user: Any, task: Task, sha256: str) -> None:
         )
 
 
+def model_file_name(original: str) -> str:
+    """The name a model is stored under: the original's safe characters, never a hidden file.
+
+    Storage keeps only letters, digits, ``-``, ``_`` and ``.``; an emoji-only name would come out
+    as ``.onnx``, a hidden file. The original name is kept on the row for display.
+    """
+    stem = re.sub(r"(?u)[^-\w.]", "", Path(original).stem.strip().replace(" ", "_"))
+    return f"{stem.lstrip('.') or 'model'}.onnx"
+
+
 def submission_create(
     *, user: Any, task: Task, upload: UploadedFile, description: str = ""
 ) -> Submission:
     """Inspect, store and enqueue one uploaded model, or raise SubmissionRefused saying why."""
     _check_task_open(task)
     name = os.path.basename(upload.name or "model.onnx")
-    if not name.lower().endswith(".onnx"):
-        raise SubmissionRefused("file", "Upload a file with the .onnx extension.")
+    try:
+        check_file_name(name)
+    except ModelRejected as exc:
+        raise SubmissionRefused("file", str(exc)) from exc
     path, remove = _local_copy(upload)
     try:
         try:
@@ -125,7 +160,7 @@ def submission_create(
         except ModelRejected as exc:
             raise SubmissionRefused("file", str(exc)) from exc
         return _store_and_enqueue(
-            user=user, task=task, path=path, name=name, info=info.as_dict(), description=description
+            user=user, task=task, path=path, name=name, info=info, description=description
         )
     finally:
         if remove:
@@ -133,7 +168,7 @@ def submission_create(
 
 
 def _store_and_enqueue(
-    *, user: Any, task: Task, path: Path, name: str, info: dict[str, Any], description: str
+    *, user: Any, task: Task, path: Path, name: str, info: ModelInfo, description: str
 ) -> Submission:
     stored: Submission | None = None
     sha256 = _sha256(path)  # before the lock: hashing a large file must not hold the user's row
@@ -143,43 +178,109 @@ def _store_and_enqueue(
             # leaderboard row for this user takes KEY SHARE on it (the foreign key) while it
             # holds the task's lock, which this insert needs too; FOR UPDATE would deadlock.
             get_user_model().objects.select_for_update(no_key=True).get(pk=user.pk)
+            # A member's uploads share the team's quota: lock the team too (after the user, as
+            # every membership change does), so parallel uploads by members count one by one.
+            team_id = team_id_of(user=user, task=task)
+            if team_id is not None:
+                Team.objects.select_for_update(no_key=True).filter(pk=team_id).first()
+                if team_id_of(user=user, task=task) != team_id:  # merged while we waited
+                    raise SubmissionRefused("file", "Your team changed; please upload again.")
             _check_duplicate(user=user, task=task, sha256=sha256)
             _check_quota(user=user, task=task)
+            _check_waiting_limit(user=user, task=task)
             stored = Submission(
                 user=user,
                 task=task,
+                team_id=team_id,
                 sha256=sha256,
                 size_bytes=path.stat().st_size,
                 original_name=name,
                 description=description[:500],
-                model_info=info,
+                model_info=info.as_dict(),
+                job_id=new_job_id(),  # written with the row: enqueued under it after the commit
             )
-            with path.open("rb") as f:
-                stored.model_file.save(name, File(f), save=False)  # streams in chunks to storage
+            stored.set_static_costs(info.costs)
+            with path.open("rb") as f:  # streams in chunks to storage
+                stored.model_file.save(model_file_name(name), File(f), save=False)
             stored.save()
-            submission_id = stored.pk
-            transaction.on_commit(lambda: submission_enqueue(submission_id=submission_id))
-            return stored
+        created = stored
     except BaseException:
         if stored is not None and stored.model_file.name:
             stored.model_file.delete(save=False)  # the row is gone: leave no orphan file behind
         raise
+    # Outside the try: once the row is committed its file belongs to it, whatever the enqueue does.
+    _enqueue_on_commit(created.pk, job=_planned_job(task, created.job_id))
+    return created
 
 
-def submission_enqueue(*, submission_id: int) -> None:
-    """Put a queued submission on the evaluation queue; the job carries only its id."""
-    submission = Submission.objects.select_related("task").get(pk=submission_id)
-    if submission.status != Status.QUEUED:
-        return
-    queue = django_rq.get_queue(settings.EVALUATION_QUEUE)
-    job = queue.enqueue(
+@dataclass(frozen=True)
+class _PlannedJob:
+    """The job of a submission whose row already holds its id: enqueued without reading it."""
+
+    job_id: str
+    device_class: str
+    job_timeout: int
+
+
+def _planned_job(task: Task, job_id: str) -> _PlannedJob:
+    return _PlannedJob(job_id, task.device_class_slug, task.time_limit_s + JOB_TIMEOUT_MARGIN_S)
+
+
+def new_job_id() -> str:
+    """An rq job id chosen before the job exists (rq's own ids are uuid4 strings too)."""
+    return str(uuid.uuid4())
+
+
+def _enqueue_job(*, submission_id: int, job: _PlannedJob) -> None:
+    class_queue(job.device_class).enqueue(
         "evaluation.jobs.evaluate_submission",
         submission_id,
-        job_timeout=submission.task.time_limit_s + JOB_TIMEOUT_MARGIN_S,
+        job_id=job.job_id,
+        job_timeout=job.job_timeout,
         result_ttl=86400,
         failure_ttl=7 * 86400,
     )
-    Submission.objects.filter(pk=submission_id).update(job_id=job.id)
+
+
+def _enqueue_on_commit(submission_id: int, job: _PlannedJob | None = None) -> None:
+    """Enqueue after the commit; with Redis down the row stays queued, whole, for recovery.
+
+    Django lets an on_commit hook's exception propagate after the commit, which would answer
+    500 for an upload that was in fact stored; recovery enqueues a queued submission that has no
+    job once Redis answers again (evaluation/recovery.py). ``job``: the row already names its job
+    (an upload), which is enqueued as planned; without it the row is read and a job id written.
+    """
+
+    def enqueue() -> None:
+        try:
+            if job is None:
+                submission_enqueue(submission_id=submission_id)
+            else:
+                _enqueue_job(submission_id=submission_id, job=job)
+        except RedisError as exc:
+            if job is not None:  # no such job: the row says "never enqueued", as recovery reads it
+                Submission.objects.filter(pk=submission_id, job_id=job.job_id).update(job_id="")
+            log.warning(
+                "submission %s stays queued without a job: Redis refused the enqueue (%s); "
+                "recovery enqueues it when Redis is back",
+                submission_id,
+                exc,
+            )
+
+    transaction.on_commit(enqueue)
+
+
+def submission_enqueue(*, submission_id: int) -> None:
+    """Put a queued submission on its device class's queue; the job carries only its id.
+
+    Only workers of the task's class listen there, and they choose among the jobs fairly
+    (submissions/turns.py), so the order of this queue is not the order of the starts."""
+    submission = Submission.objects.select_related("task").get(pk=submission_id)
+    if submission.status != Status.QUEUED:
+        return
+    job = _planned_job(submission.task, new_job_id())
+    _enqueue_job(submission_id=submission_id, job=job)
+    Submission.objects.filter(pk=submission_id).update(job_id=job.job_id)
 
 
 def submission_start(*, submission_id: int, worker_name: str) -> Submission | None:
@@ -193,7 +294,7 @@ def submission_start(*, submission_id: int, worker_name: str) -> Submission | No
     )
     if not updated:
         return None
-    return Submission.objects.select_related("task").get(pk=submission_id)
+    return Submission.objects.select_related("task__current_dataset").get(pk=submission_id)
 
 
 def submission_set_progress(*, submission_id: int, progress: float) -> None:
@@ -202,12 +303,17 @@ def submission_set_progress(*, submission_id: int, progress: float) -> None:
     )
 
 
-def submission_succeed(*, submission_id: int, result: EvalResult) -> bool:
+def submission_succeed(
+    *, submission_id: int, result: EvalResult, dataset_version_id: int | None = None
+) -> bool:
     """running → succeeded with the result, in one UPDATE; a second call changes nothing.
-    The leaderboard's read models move in the same transaction."""
+    ``dataset_version_id``: the version the job loaded (None: the task had none), which decides
+    whether the result is on the board. The leaderboard's read models move in the same
+    transaction."""
     with transaction.atomic():
         changed = Submission.objects.filter(pk=submission_id, status=Status.RUNNING).update(
             status=Status.SUCCEEDED,
+            dataset_version_id=dataset_version_id,
             finished_at=timezone.now(),
             progress=1.0,
             error_message="",
@@ -216,8 +322,14 @@ def submission_succeed(*, submission_id: int, result: EvalResult) -> bool:
             metrics=result.metrics,
             metrics_private=result.metrics_private,
             latency_p50_ms=result.latency_p50_ms,
+            latency_p90_ms=result.latency_p90_ms,
             latency_p95_ms=result.latency_p95_ms,
             latency_p99_ms=result.latency_p99_ms,
+            latency_mean_ms=result.latency_mean_ms,
+            latency_spread=result.latency_spread,
+            latency_unstable=result.latency_unstable,
+            timing_exclusive=result.timing_exclusive,
+            timing=result.timing,
             throughput=result.throughput,
             peak_memory_bytes=result.peak_memory_bytes,
             provider=result.provider,
@@ -228,7 +340,11 @@ def submission_succeed(*, submission_id: int, result: EvalResult) -> bool:
         )
         if changed:
             leaderboard_submissions_changed(submission_ids=[submission_id])
+            notification_record(submission_id=submission_id)
     return bool(changed)
+
+
+LOG_LIMIT = 20000  # characters of operator log kept per submission, the newest ones
 
 
 def submission_fail(
@@ -236,53 +352,106 @@ def submission_fail(
 ) -> bool:
     """queued/running → failed with a message for the submitter; final states are left alone.
 
+    ``log_text`` is appended to the operator log, after the earlier attempts' lines.
     ``by_system`` marks failures that are not the model's fault; they do not count in quotas.
     """
-    return bool(
-        Submission.objects.filter(
+    with transaction.atomic():
+        changed = Submission.objects.filter(
             pk=submission_id, status__in=[Status.QUEUED, Status.RUNNING]
         ).update(
             status=Status.FAILED,
             finished_at=timezone.now(),
             error_message=message,
-            log=log_text[-20000:],
+            log=Right(Concat(F("log"), Value(log_text)), LOG_LIMIT),
             failed_by_system=by_system,
         )
-    )
+        if changed:
+            notification_record(submission_id=submission_id)
+    return bool(changed)
 
 
-def submission_requeue_after_crash(*, submission_id: int, max_attempts: int = 2) -> str:
-    """The work horse died mid-run: run it once more, or fail it with a plain message."""
+@dataclass(frozen=True)
+class RetryCause:
+    """Why an attempt ended without an outcome, and what a second time costs the submitter."""
+
+    log_line: str  # for the operator log; {worker} and {stale_s} are filled in
+    message: str  # for the submitter, when it happened on the last allowed attempt
+    by_system: bool  # the final failure is not counted in the quota
+
+
+MAX_ATTEMPTS = 2
+# The work horse died while its worker lived: the kernel's OOM killer or a crash inside an
+# operator, both caused by this model at this batch shape, so the final failure counts.
+HORSE_DIED = RetryCause(
+    log_line="the evaluation process died",
+    message="The evaluation process was killed twice (out of memory or a crash inside the model's "
+    "operators). Check the model's memory use at this task's batch shape.",
+    by_system=False,
+)
+# The whole worker went silent (machine restarted, network lost): nothing points at the model.
+WORKER_LOST = RetryCause(
+    log_line="worker {worker} stopped responding (no heartbeat for {stale_s:g} s)",
+    message="The worker evaluating this submission stopped responding twice (its machine was "
+    "restarted or lost). This is not a problem with your model and does not count against your "
+    "quota; you can submit it again, or an operator can re-run it.",
+    by_system=True,
+)
+
+
+def submission_retry_or_fail(
+    *,
+    submission_id: int,
+    cause: RetryCause,
+    attempts: int | None = None,
+    worker_name: str | None = None,
+) -> str:
+    """The one retry rule: a running submission whose attempt ended without an outcome is run
+    again, up to MAX_ATTEMPTS in all, then failed with ``cause``'s message and quota rule.
+
+    ``attempts`` and ``worker_name``, when given, must still match the row: a caller that looked
+    earlier leaves alone a submission that moved on (finished, or retried elsewhere) since.
+    Answers "retried", "failed" or "moved-on".
+    """
     with transaction.atomic():
-        submission = (
-            Submission.objects.select_for_update(no_key=True)
-            .filter(pk=submission_id, status=Status.RUNNING)
-            .first()
+        rows = Submission.objects.select_for_update(no_key=True).filter(
+            pk=submission_id, status=Status.RUNNING
         )
+        if attempts is not None:
+            rows = rows.filter(attempts=attempts)
+        if worker_name is not None:
+            rows = rows.filter(worker_name=worker_name)
+        submission = rows.first()
         if submission is None:
-            return "not-running"
-        if submission.attempts < max_attempts:
+            return "moved-on"
+        what = cause.log_line.format(
+            worker=submission.worker_name or "?", stale_s=settings.EVAL_HEARTBEAT_STALE_S
+        )
+        # one line per attempt, on a line of its own whatever the log ended with
+        line = ("\n" if submission.log and not submission.log.endswith("\n") else "") + (
+            f"attempt {submission.attempts}: {what}"
+        )
+        if submission.attempts < MAX_ATTEMPTS:
             submission.status = Status.QUEUED
             submission.progress = 0.0
-            submission.log += (
-                f"\nattempt {submission.attempts}: the evaluation process died; retrying.\n"
-            )
+            submission.log = (submission.log + line + "; retrying.\n")[-LOG_LIMIT:]
             submission.save(update_fields=["status", "progress", "log"])
-            transaction.on_commit(lambda: submission_enqueue(submission_id=submission_id))
-            return "requeued"
-        submission.status = Status.FAILED
-        submission.finished_at = timezone.now()
-        submission.error_message = (
-            "The evaluation process was killed twice (out of memory or a crash inside the model's "
-            "operators). Check the model's memory use at this task's batch shape."
+            _enqueue_on_commit(submission_id)
+            return "retried"
+        submission_fail(
+            submission_id=submission_id,
+            message=cause.message,
+            log_text=line + "; giving up.\n",
+            by_system=cause.by_system,
         )
-        submission.save(update_fields=["status", "finished_at", "error_message"])
         return "failed"
 
 
 def task_dataset_path(task: Task) -> Path:
-    """The task's dataset on local disk, copied once per version into the worker cache from
-    remote storage (see submissions/dataset_cache.py)."""
+    """The task's current dataset on local disk (its version's file; a task without versions:
+    its dataset field as it is now)."""
+    version = task.current_dataset
+    if version is not None:
+        return dataset_version_path(version)
     if not task.dataset.name:
         raise ValueError(f"task {task.slug} has no dataset file")
     storage = task.dataset.storage
@@ -291,14 +460,32 @@ def task_dataset_path(task: Task) -> Path:
     return cached_copy(storage, task.dataset.name, settings.EVAL_CACHE_DIR)
 
 
+def dataset_version_path(version: DatasetVersion) -> Path:
+    """One dataset version's file on local disk, copied once into the worker cache from remote
+    storage under the version's sha256, and checked against it (submissions/dataset_cache.py)."""
+    name, storage = version.file.name, version.file.storage
+    if not name:
+        raise ValueError(f"dataset version {version.pk} has no file")
+    if isinstance(storage, FileSystemStorage):  # already on this disk: read it in place
+        return Path(storage.path(name))
+    return cached_copy(storage, name, settings.EVAL_CACHE_DIR, sha256=version.sha256 or None)
+
+
 def _stop_job(job_id: str) -> None:
-    """Best effort: take the job off the queue, or tell its worker to kill the work horse."""
+    """Best effort: take the job off the queue, or tell its worker to kill the work horse.
+
+    With Redis down the cancel stands all the same: a job that runs later finds its submission
+    not queued, and a running horse cannot write its result over "cancelled".
+    """
     if not job_id:
         return
-    connection = django_rq.get_connection(settings.EVALUATION_QUEUE)
+    connection = evaluation_redis()
     try:
         job = Job.fetch(job_id, connection=connection)
     except NoSuchJobError:
+        return
+    except RedisError as exc:
+        log.warning("could not stop job %s of a cancelled submission: %s", job_id, exc)
         return
     if job.get_status() == JobStatus.STARTED:
         with contextlib.suppress(InvalidJobOperation):  # it finished between the two calls
@@ -318,7 +505,10 @@ def submission_cancel(*, submission_id: int, user: Any) -> bool:
     if not getattr(user, "is_staff", False):
         submissions = submissions.filter(user=user)
     job_id = submissions.values_list("job_id", flat=True).first()
-    changed = submissions.update(status=Status.CANCELLED, finished_at=timezone.now())
+    with transaction.atomic():
+        changed = submissions.update(status=Status.CANCELLED, finished_at=timezone.now())
+        if changed:
+            notification_record(submission_id=submission_id)
     if changed and job_id is not None:
         transaction.on_commit(lambda: _stop_job(job_id))
     return bool(changed)
@@ -330,8 +520,14 @@ RESULT_RESET: dict[str, Any] = dict(
     metrics={},
     metrics_private={},
     latency_p50_ms=None,
+    latency_p90_ms=None,
     latency_p95_ms=None,
     latency_p99_ms=None,
+    latency_mean_ms=None,
+    latency_spread=None,
+    latency_unstable=False,
+    timing_exclusive=None,
+    timing={},
     throughput=None,
     peak_memory_bytes=None,
     failed_by_system=False,
@@ -343,23 +539,43 @@ RESULT_RESET: dict[str, Any] = dict(
 )
 
 
+def submissions_requeue(*, submission_ids: list[int], statuses: list[str], priority: int) -> int:
+    """Queue finished submissions again from scratch, their results cleared, at ``priority``
+    (submissions/turns.py); enqueued after the commit. The caller refreshes the board. Returns
+    how many moved. A re-run is the same submission again, so quotas count it as before
+    (submissions/quotas.py)."""
+    moving = list(
+        Submission.objects.select_for_update(no_key=True)
+        .filter(pk__in=submission_ids, status__in=statuses)
+        .values_list("pk", flat=True)
+    )
+    Submission.objects.filter(pk__in=moving).update(
+        status=Status.QUEUED,
+        progress=0.0,
+        started_at=None,
+        finished_at=None,
+        attempts=0,
+        runs=F("runs") + 1,  # a new run: its final status is a new notification
+        worker_name="",
+        error_message="",
+        job_id="",
+        priority=priority,
+        dataset_version=None,
+        **RESULT_RESET,
+    )
+    for submission_id in moving:
+        _enqueue_on_commit(submission_id)
+    return len(moving)
+
+
 def submission_rerun(*, submission_id: int) -> bool:
     """An operator re-runs a finished submission from scratch. Idempotent while it is queued."""
     with transaction.atomic():
-        changed = Submission.objects.filter(
-            pk=submission_id, status__in=list(Submission.FINAL_STATUSES)
-        ).update(
-            status=Status.QUEUED,
-            progress=0.0,
-            started_at=None,
-            finished_at=None,
-            attempts=0,
-            worker_name="",
-            error_message="",
-            job_id="",
-            **RESULT_RESET,
+        changed = submissions_requeue(
+            submission_ids=[submission_id],
+            statuses=list(Submission.FINAL_STATUSES),
+            priority=RERUN_PRIORITY,  # an operator's re-run starts before the users' turns
         )
         if changed:
             leaderboard_submissions_changed(submission_ids=[submission_id])
-            transaction.on_commit(lambda: submission_enqueue(submission_id=submission_id))
     return bool(changed)

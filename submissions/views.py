@@ -10,24 +10,22 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.cache import get_conditional_response
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from portal.ratelimit import refused_page
 from portal.throttles import upload_rate_hit
 from submissions import selectors
-from submissions.display import (
-    best_score_chart,
-    board_columns,
-    failure_advice,
-    latency_chart,
-    leaderboard_csv_rows,
-    leaderboard_rows_html,
-)
-from submissions.forms import LeaderboardQueryForm, UploadForm
+from submissions.board_pages import board_etag, board_fragments
+from submissions.display import failure_advice, latency_chart, leaderboard_csv_rows, timing_facts
+from submissions.finals import SelectionRefused, final_selection_replace, submission_select
+from submissions.forms import FinalSelectionForm, LeaderboardQueryForm, UploadForm
+from submissions.markup import markdown_html
 from submissions.models import Submission, Task
 from submissions.quotas import quota_get
 from submissions.services import SubmissionRefused, submission_cancel, submission_create
+from submissions.task_pages import evaluation_facts, export_snippet, task_timeline
 
 
 def _visible_task(request: HttpRequest, slug: str) -> Task:
@@ -45,47 +43,93 @@ def task_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _board_visible(request: HttpRequest, task: Task) -> bool:
-    return task.leaderboard == Task.Leaderboard.PUBLIC or request.user.is_staff
-
-
 def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
     task = _visible_task(request, slug)
     query = LeaderboardQueryForm(request.GET)
     boards = selectors.leaderboard_boards(task=task, user=request.user)
     board = query.value("board", "public")
     board = board if board in boards else "public"
-    context: dict[str, Any] = {"task": task, "boards": boards, "board": board}
-    if _board_visible(request, task):
-        context["page"] = selectors.leaderboard_page(
-            task=task,
-            board=board,
-            user=request.user,
-            sort=query.value("sort", "rank"),
-            descending=query.value("dir", "asc") == "desc",
-            page=query.value("page", 1),
+    refusal = selectors.leaderboard_refusal(task=task, user=request.user)
+    context: dict[str, Any] = {"task": task, "boards": boards, "board": board, "refusal": refusal}
+    context.update(_task_tabs(request, task))
+    if not refusal:
+        context["rescoring"] = selectors.task_rescoring_count(task=task)
+        sort, descending = query.value("sort", "rank"), query.value("dir", "asc") == "desc"
+        page = query.value("page", 1)
+        # A poller's unchanged page: 304 before any rendering (not with a message to show).
+        etag = board_etag(
+            task,
+            "page",
+            board,
+            sort,
+            descending,
+            page,
+            request.user.pk,
+            boards,
+            context["rescoring"],
+            context["counts"],
+            [f.pk for f in context["task_files"]],
         )
-        page = context["page"]
-        context["columns"] = board_columns(task=task, sort=page.sort, descending=page.descending)
-        context["rows_html"] = leaderboard_rows_html(
-            task=task, rows=page.listed, viewer_id=request.user.pk
-        )
-        records = selectors.leaderboard_best_over_time(task=task, board=board)
-        context["chart"] = best_score_chart(records)
-    return render(request, "submissions/task_detail.html", context)
+        if not messages.get_messages(request):
+            unchanged = get_conditional_response(request, etag=etag)
+            if unchanged is not None:
+                return unchanged
+        context.update(
+            board_fragments(
+                task=task, board=board, user=request.user, sort=sort,
+                descending=descending, page=page,
+            )
+        )  # fmt: skip
+    response = render(request, "submissions/task_detail.html", context)
+    if not refusal:
+        response["ETag"] = etag
+        response["Cache-Control"] = "private, no-cache"
+    return response
+
+
+def _task_tabs(request: HttpRequest, task: Task) -> dict[str, Any]:
+    """The task page's tabs: operators' Markdown, facts, timeline, counts and the data section."""
+    return {
+        "overview_html": markdown_html(task.overview or task.description),
+        "rules_html": markdown_html(task.rules),
+        "evaluation_html": markdown_html(task.evaluation_notes),
+        "timeline_html": markdown_html(task.timeline_notes),
+        "evaluation_facts": evaluation_facts(task),
+        "timeline": task_timeline(task),
+        "counts": selectors.task_counts(task=task),
+        "task_files": selectors.task_files_listed(task=task, user=request.user),
+        "export_snippet": export_snippet(task),
+    }
+
+
+def task_file_download(request: HttpRequest, slug: str, pk: int) -> FileResponse:
+    """A published file of a task, streamed from storage, to whoever may see the task."""
+    task = _visible_task(request, slug)
+    task_file = selectors.task_files_listed(task=task, user=request.user).filter(pk=pk).first()
+    if task_file is None:
+        raise Http404("No such file on this task.")
+    return FileResponse(task_file.file.open("rb"), as_attachment=True, filename=task_file.filename)
 
 
 def leaderboard_csv(request: HttpRequest, slug: str) -> HttpResponse:
     task = _visible_task(request, slug)
-    if not _board_visible(request, task):
-        raise Http404("This task's leaderboard is hidden.")
+    refusal = selectors.leaderboard_refusal(task=task, user=request.user)
+    if refusal:
+        raise Http404(refusal)
     board = LeaderboardQueryForm(request.GET).value("board", "public")
     if board not in selectors.leaderboard_boards(task=task, user=request.user):
         raise Http404("The private leaderboard is not revealed yet.")
+    etag = board_etag(task, "csv", board)
+    unchanged = get_conditional_response(request, etag=etag)
+    if unchanged is not None:
+        return unchanged
     rows = selectors.leaderboard(task=task, board=board)
+    rule = selectors.leaderboard_rule(task=task, board=board)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["ETag"] = etag
+    response["Cache-Control"] = "private, no-cache"
     response["Content-Disposition"] = f'attachment; filename="{task.slug}-{board}-leaderboard.csv"'
-    csv.writer(response).writerows(leaderboard_csv_rows(task=task, rows=rows))
+    csv.writer(response).writerows(leaderboard_csv_rows(task=task, rule=rule, rows=rows))
     return response
 
 
@@ -93,7 +137,14 @@ def _upload_page(
     request: HttpRequest, task: Task, form: UploadForm, refusal: str = "", status: int = 200
 ) -> HttpResponse:
     quota = quota_get(user=request.user, task=task)
-    context = {"task": task, "form": form, "quota": quota, "refusal": refusal}
+    notice = selectors.task_device_notice(task=task)
+    context = {
+        "task": task,
+        "form": form,
+        "quota": quota,
+        "refusal": refusal,
+        "device_notice": notice,
+    }
     return render(request, "submissions/upload.html", context, status=status)
 
 
@@ -121,14 +172,58 @@ def task_upload(request: HttpRequest, slug: str) -> HttpResponse:
                 message = format_html('{} <a href="{}">See it</a>.', exc.message, exc.url)
             form.add_error("file" if exc.field == "file" else None, message)
         else:
+            notice = selectors.task_device_notice(task=task)
+            if notice:
+                messages.info(request, notice)
             return redirect(submission)
     return _upload_page(request, task, form, status=400)
 
 
 @login_required
 def submission_list(request: HttpRequest) -> HttpResponse:
-    submissions = selectors.submissions_of(user=request.user)
-    return render(request, "submissions/submission_list.html", {"submissions": submissions})
+    submissions = list(selectors.submissions_of(user=request.user))
+    for s in submissions:  # a blind task's scores are not shown, the owner's own included
+        s.scores_shown = s.task.scores_shown_to(request.user)  # type: ignore[attr-defined]
+    finals = selectors.final_choices(user=request.user)
+    context = {"submissions": submissions, "finals": finals}
+    return render(request, "submissions/submission_list.html", context)
+
+
+@login_required
+@require_POST
+def final_selection_view(request: HttpRequest, slug: str) -> HttpResponse:
+    """The "My submissions" form: exactly the ticked submissions become the task's finals."""
+    task = _visible_task(request, slug)
+    form = FinalSelectionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Tick the submissions to select, by their numbers.")
+        return redirect("submission-list")
+    try:
+        final_selection_replace(
+            user=request.user, task=task, submission_ids=form.cleaned_data["final"]
+        )
+    except SelectionRefused as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Your finals for {task.title} are saved.")
+    return redirect("submission-list")
+
+
+@login_required
+@require_POST
+def submission_select_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """The submission page's checkbox: count this submission as a final, or not."""
+    selected = request.POST.get("selected") == "on"
+    try:
+        submission = submission_select(user=request.user, submission_id=pk, selected=selected)
+    except Submission.DoesNotExist:
+        raise Http404("No such submission of yours.") from None
+    except SelectionRefused as exc:
+        messages.error(request, exc.message)
+        return redirect("submission-detail", pk=pk)
+    word = "is now one of your finals" if submission.selected else "is not one of your finals"
+    messages.success(request, f"Submission {pk} {word}.")
+    return redirect(submission)
 
 
 @login_required
@@ -136,15 +231,18 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = selectors.submissions_of(user=request.user).filter(pk=pk).first()
     if submission is None:
         raise Http404("No such submission of yours.")
-    position = selectors.submission_queue_position(submission=submission)
+    place = selectors.submission_queue_place(submission=submission)
     return render(
         request,
         "submissions/submission_detail.html",
         {
             "submission": submission,
-            "queue_position": position,
+            "queue_position": place["position"] if place else None,
+            "queue_place": place,
             "latency_chart": latency_chart(submission),
+            "timing_facts": timing_facts(submission),
             "advice": failure_advice(submission) if submission.status == "failed" else "",
+            "scores_shown": submission.task.scores_shown_to(request.user),
         },
     )
 

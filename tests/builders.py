@@ -11,6 +11,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from evaluation.spec import TaskSpec
+from evaluation.timing import TimingProtocol
+
+# A brief timing phase for tests that are not about timing.
+QUICK_TIMING = TimingProtocol(min_time_s=0.01, min_batches=4, passes=2)
 
 # The digits-like task most engine tests use: batch 16 of [1, 8, 8] float32 -> 10 scores.
 DIGITS_SPEC = TaskSpec(
@@ -21,6 +25,7 @@ DIGITS_SPEC = TaskSpec(
     metric="accuracy",
     max_model_bytes=1_000_000,
     time_limit_s=30,
+    timing=QUICK_TIMING,
 )
 
 OPSET = 17

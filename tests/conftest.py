@@ -16,6 +16,14 @@ from submissions.models import Task
 from tests.builders import digits_like, npz_bytes
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """What we start we stop: the embedded Redis this session started (REDIS_URL unset) ends with
+    it, after every fixture that used it. A server the session found already running is left."""
+    from portal.embedded_redis import embedded_redis_stop_own
+
+    embedded_redis_stop_own()
+
+
 @pytest.fixture(autouse=True)
 def _media_in_tmp(settings: Any, tmp_path: Any) -> None:
     settings.MEDIA_ROOT = tmp_path / "media"
@@ -28,6 +36,16 @@ def _plain_http_and_fresh_rate_limits(settings: Any) -> None:
     starts with empty rate-limit counters of its own (they expire by themselves in Redis)."""
     settings.SECURE_SSL_REDIRECT = False
     settings.RATE_LIMIT_NAMESPACE = uuid.uuid4().hex
+    settings.BOARD_CACHE_NAMESPACE = uuid.uuid4().hex  # cached boards: keyed on fresh ids
+
+
+@pytest.fixture(autouse=True)
+def _quick_timing(settings: Any) -> None:
+    """Tests time each model briefly (tests about timing set their own protocol)."""
+    settings.EVAL_TIMING_MIN_TIME_S = 0.01
+    settings.EVAL_TIMING_MIN_BATCHES = 4
+    settings.EVAL_TIMING_PASSES = 2
+    settings.EVAL_TIMING_LOCK_WAIT_S = 10.0
 
 
 @pytest.fixture
@@ -103,7 +121,10 @@ def make_task(db: Any) -> Callable[..., Task]:
             output_shape=[10],
             metric="accuracy",
             time_limit_s=60,
+            queued_per_user=100,  # many tests queue a burst; the limit's own tests set it
         )
+        if fields.pop("requires_gpu", False):  # the seeded GPU class (migration 0004)
+            fields.setdefault("device_class_id", "gpu")
         defaults.update(fields)
         task = Task(**defaults)
         task.dataset.save(f"{defaults['slug']}.npz", ContentFile(npz_bytes(arrays)), save=False)

@@ -18,9 +18,17 @@ register = template.Library()
 WIDTH, HEIGHT = 120, 28
 
 
+@register.simple_tag(takes_context=True)
+def fleet_cards(context: template.Context, task: Any = None) -> list[fleet.WorkerCard]:
+    """The cards as the page's viewer may see them (a hidden task is named to staff only)."""
+    return fleet.worker_cards(
+        viewer=context.get("user"), task=task if hasattr(task, "requires_gpu") else None
+    )
+
+
 @register.simple_tag
-def fleet_cards(task: Any = None) -> list[fleet.WorkerCard]:
-    return fleet.worker_cards(task=task if hasattr(task, "requires_gpu") else None)
+def fleet_gpu_plans() -> list[dict[str, Any]]:
+    return [plan.as_dict() for plan in fleet.gpu_plans()]
 
 
 def _points(values: list[float], lo: float | None, hi: float | None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib.auth import authenticate
 from django.http import Http404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import AllowAny, IsAuthenticated
@@ -39,7 +39,14 @@ class TokenObtainApi(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list[type] = []
 
-    @extend_schema(request=TokenObtainSerializer, responses={200: NewTokenSerializer})
+    @extend_schema(
+        request=TokenObtainSerializer,
+        responses={
+            200: NewTokenSerializer,
+            400: OpenApiResponse(description="Missing fields or wrong credentials."),
+            409: OpenApiResponse(description="You hold the most active tokens allowed."),
+        },
+    )
     def post(self, request: Request) -> Response:
         form = TokenObtainSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -70,7 +77,10 @@ class TokenListApi(APIView):
 class TokenRevokeApi(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(request=None, responses={204: None})
+    @extend_schema(
+        request=None,
+        responses={204: None, 404: OpenApiResponse(description="No such active token of yours.")},
+    )
     def delete(self, request: Request, pk: int) -> Response:
         if not api_token_revoke(user=request.user, token_id=pk):
             raise Http404("No such active token of yours.")

@@ -7,6 +7,7 @@ from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 
+from portal.accounts.models import NotificationPreference
 from portal.accounts.services import login_attempt_begin, login_attempt_succeeded
 from portal.ratelimit import Refusal
 
@@ -51,3 +52,9 @@ class TokenCreateForm(forms.Form):
     name = forms.CharField(
         max_length=100, help_text="What the token is for, e.g. 'laptop CLI' or 'CI job'."
     )
+
+
+class NotificationPreferenceForm(forms.ModelForm):
+    class Meta:
+        model = NotificationPreference
+        fields = ("email_on_failure", "email_on_success")

@@ -39,3 +39,32 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class NotificationPreference(models.Model):
+    """Which e-mails a user wants when their submissions finish. No row: the defaults below,
+    so a new account hears about failures and is not mailed about every success."""
+
+    DEFAULT_ON_FAILURE = True
+    DEFAULT_ON_SUCCESS = False
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_preference"
+    )
+    email_on_failure = models.BooleanField(
+        default=DEFAULT_ON_FAILURE, help_text="E-mail me when a submission of mine fails."
+    )
+    email_on_success = models.BooleanField(
+        default=DEFAULT_ON_SUCCESS, help_text="E-mail me when a submission of mine succeeds."
+    )
+
+    def __str__(self) -> str:
+        return f"notification preferences of user {self.user_id}"
+
+    def wants_email(self, status: str) -> bool:
+        """Cancelled submissions send no mail: their submitter or an operator stopped them."""
+        if status == "failed":
+            return self.email_on_failure
+        if status == "succeeded":
+            return self.email_on_success
+        return False

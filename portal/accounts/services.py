@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from portal.accounts.models import ApiToken
+from portal.accounts.models import ApiToken, NotificationPreference
 from portal.ratelimit import Refusal, client_ip, rate_limit_hit, rate_limit_undo
 
 TOKEN_PREFIX = "oep_"
@@ -97,3 +97,13 @@ def login_attempt_begin(*, request: Any, username: str) -> Refusal | None:
 def login_attempt_succeeded(*, request: Any, username: str) -> None:
     for scope, ident in _login_idents(request, username):
         rate_limit_undo(scope=scope, ident=ident)
+
+
+def notification_preference_set(
+    *, user: Any, email_on_failure: bool, email_on_success: bool
+) -> NotificationPreference:
+    preference, _ = NotificationPreference.objects.update_or_create(
+        user=user,
+        defaults={"email_on_failure": email_on_failure, "email_on_success": email_on_success},
+    )
+    return preference

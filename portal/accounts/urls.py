@@ -12,6 +12,7 @@ urlpatterns = [
     path("profile/", views.profile, name="profile"),
     path("tokens/new/", views.token_create, name="token-create"),
     path("tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
+    path("notifications/", views.notifications_update, name="notifications-update"),
     path("password/change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
     path(
         "password/change/done/",

@@ -13,13 +13,19 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from portal.accounts.forms import SignupForm, ThrottledAuthenticationForm, TokenCreateForm
-from portal.accounts.selectors import api_tokens_of
+from portal.accounts.forms import (
+    NotificationPreferenceForm,
+    SignupForm,
+    ThrottledAuthenticationForm,
+    TokenCreateForm,
+)
+from portal.accounts.selectors import api_tokens_of, notification_preference_of
 from portal.accounts.services import (
     NewToken,
     TokenLimitReached,
     api_token_create,
     api_token_revoke,
+    notification_preference_set,
 )
 from portal.ratelimit import client_ip, rate_limit_hit, refused_page
 
@@ -73,6 +79,9 @@ def _profile(
         "form": form,
         "tokens": api_tokens_of(user=request.user),
         "new_token": new_token,
+        "notification_form": NotificationPreferenceForm(
+            instance=notification_preference_of(user=request.user)
+        ),
     }
     return render(request, "accounts/profile.html", context, status=400 if form.errors else 200)
 
@@ -106,4 +115,14 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404("No such token of yours.")
     if api_token_revoke(user=request.user, token_id=pk):
         messages.success(request, f"Token “{token.name}” was revoked; it no longer works.")
+    return redirect("profile")
+
+
+@login_required
+@require_POST
+def notifications_update(request: HttpRequest) -> HttpResponse:
+    form = NotificationPreferenceForm(request.POST)
+    if form.is_valid():  # two checkboxes: always valid, an unticked one is False
+        notification_preference_set(user=request.user, **form.cleaned_data)
+        messages.success(request, "Your e-mail notification settings were saved.")
     return redirect("profile")

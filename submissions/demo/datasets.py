@@ -10,6 +10,7 @@ produced once by `make_digits_npz.py` and the depth scenes are synthetic.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,8 @@ import numpy as np
 DEMO_DIR = Path(__file__).resolve().parent
 DIGITS_TEST_PATH = DEMO_DIR / "digits.npz"
 DIGITS_TRAIN_PATH = DEMO_DIR / "digits_train.npz"
+# A participant's starter (published on both demo tasks); standalone: numpy and onnx only.
+STARTER_PATH = DEMO_DIR / "starters" / "starter.py"
 
 PUBLIC = "public"
 PRIVATE = "private"
@@ -26,6 +29,7 @@ DEPTH_MIN_M = 0.5
 DEPTH_MAX_M = 10.0
 # The depth baselines fit on scenes from this seed, which no test set uses.
 DEPTH_TRAIN_SEED = 12345
+DEPTH_TRAIN_SCENES = 4  # about 11 MB compressed: enough to fit a per-pixel baseline
 
 
 def load_npz(path: Path | str) -> dict[str, np.ndarray]:
@@ -60,6 +64,26 @@ def load_digits_train() -> dict[str, np.ndarray]:
 def load_digits_test() -> dict[str, np.ndarray]:
     """The 1,000 shipped digits rows the portal scores on, split 500/500."""
     return load_npz(DIGITS_TEST_PATH)
+
+
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """``arrays`` as a compressed `.npz` file's bytes (what the task pages publish)."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]
+    return buffer.getvalue()
+
+
+def digits_training_rows() -> dict[str, np.ndarray]:
+    """The 797 digits rows participants may train on: the shipped training file, which
+    make_digits_npz.py cut from the same shuffle as the hidden set, so no row is in both."""
+    train = load_digits_train()
+    return {"inputs": train["inputs"], "targets": train["targets"]}
+
+
+def build_depth_training(n: int = DEPTH_TRAIN_SCENES) -> dict[str, np.ndarray]:
+    """Depth scenes participants may train on, from the seed no test set uses (no split)."""
+    scenes = build_depth_dataset(n=n, seed=DEPTH_TRAIN_SEED)
+    return {"inputs": scenes["inputs"], "targets": scenes["targets"]}
 
 
 def build_depth_dataset(n: int = 32, seed: int = 0) -> dict[str, np.ndarray]:

@@ -15,8 +15,8 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from evaluation.worker import worker_command
+from tests.chromium import chromium_or_fail
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
 DESKTOP = {"width": 1280, "height": 900}
@@ -25,8 +25,7 @@ PHONE = {"width": 390, "height": 844}
 
 @pytest.fixture(scope="module")  # not session: see the comment below
 def browser() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium package")
+    executable = chromium_or_fail()
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API runs an event loop in this thread, and Django refuses ORM calls
@@ -37,7 +36,7 @@ def browser() -> Iterator[Any]:
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     try:
         with sync_playwright() as playwright:
-            chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            chromium = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
             yield chromium
             chromium.close()
     finally:
@@ -93,6 +92,7 @@ def live_worker(queue: Any, live_portal: str) -> Iterator[subprocess.Popen[bytes
         "EVAL_WORKER_NAME": "browser-test-worker",
         "EVAL_DEVICE": "cpu",
         "SECRET_KEY": settings.SECRET_KEY,
+        "BOARD_CACHE_NAMESPACE": settings.BOARD_CACHE_NAMESPACE,  # it bumps what pages read
     }
     command = worker_command("browser-test-worker")
     worker = subprocess.Popen(command, cwd=settings.BASE_DIR, env=env)

@@ -116,8 +116,9 @@ def test_participant_uploads_watches_ranks_exports_and_operator_hides(
     with page.expect_download() as download:
         page.get_by_role("link", name="Export CSV").click()
     rows = list(csv.reader(io.StringIO(Path(download.value.path()).read_text())))
-    assert rows[0][:4] == ["rank", "user", "baseline", "score (accuracy, higher is better)"]
-    assert rows[1][:2] == ["1", "alice"] and float(rows[1][3]) == pytest.approx(expected)
+    header = ["rank", "user", "team", "baseline", "score (accuracy, higher is better)"]
+    assert rows[0][:5] == header
+    assert rows[1][:3] == ["1", "alice", ""] and float(rows[1][4]) == pytest.approx(expected)
 
     phone = browser.new_context(viewport=PHONE, is_mobile=True)
     phone_page = phone.new_page()
@@ -153,6 +154,8 @@ def test_participant_uploads_watches_ranks_exports_and_operator_hides(
     console.locator(f'input[name="_selected_action"][value="{submission.pk}"]').check()
     console.locator('select[name="action"]').select_option("hide")
     console.locator('button[name="index"]').click()  # the admin's "Go"
+    console.locator("#id_reason").fill("the same file as another account's")  # it asks why
+    console.locator('input[name="apply"]').click()
     assert "Set hidden to True: 1 of 1" in console.locator(".messagelist").inner_text()
     screenshot(console, "09-admin-submissions")
 

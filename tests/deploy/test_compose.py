@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,18 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-DJANGO_SERVICES = ["migrate", "web", "worker-gpu0", "worker-gpu1", "worker-cpu"]
+DJANGO_SERVICES = ["migrate", "web", "notifier", "worker-gpu0", "worker-gpu1", "worker-cpu"]
 GPU_WORKERS = ["worker-gpu0", "worker-gpu1"]
-LONG_RUNNING = ["postgres", "redis", "minio", "web", "worker-gpu0", "worker-gpu1", "worker-cpu"]
+LONG_RUNNING = [
+    "postgres",
+    "redis",
+    "minio",
+    "web",
+    "notifier",
+    "worker-gpu0",
+    "worker-gpu1",
+    "worker-cpu",
+]
 
 
 @pytest.fixture(scope="module")
@@ -38,10 +48,14 @@ def _variables_read_by_the_code() -> set[str]:
     names: set[str] = set()
     for package in ("portal", "submissions", "evaluation", "docker"):
         for path in (ROOT / package).rglob("*.py"):
+            if path.is_relative_to(ROOT / "portal" / "client"):
+                continue  # oep's variables are the participant's (docs/cli.md), not the server's
             text = path.read_text()
             names |= set(re.findall(r"\benv_\w+\(\s*[\"']([A-Z][A-Z0-9_]*)[\"']", text))
+            names |= set(re.findall(r"os\.environ\.get\(\s*[\"']([A-Z][A-Z0-9_]*)[\"']", text))
+            # os.environ["X"] read, not assigned (a work horse sets rq's RQ_JOB_ID for itself)
             names |= set(
-                re.findall(r"os\.environ(?:\.get)?[\[(]\s*[\"']([A-Z][A-Z0-9_]*)[\"']", text)
+                re.findall(r"os\.environ\[\s*[\"']([A-Z][A-Z0-9_]*)[\"']\s*\](?!\s*=[^=])", text)
             )
     return names
 
@@ -54,6 +68,7 @@ def test_the_stack_has_every_service_it_needs(services: dict[str, Any]) -> None:
         "createbucket",
         "migrate",
         "web",
+        "notifier",
         "worker-gpu0",
         "worker-gpu1",
         "worker-cpu",
@@ -150,6 +165,29 @@ def test_cpu_profile_runs_a_worker_without_any_gpu(services: dict[str, Any]) -> 
         assert "profiles" not in services[name], name  # the core starts under every profile
 
 
+def _seconds(duration: str) -> int:
+    """A Compose duration such as "16m" or "1h30m", or ``${VAR:-16m}`` read at its default."""
+    default = re.fullmatch(r"\$\{[A-Z0-9_]+:-([^}]+)\}", duration)
+    text = default.group(1) if default else duration
+    units = {"h": 3600, "m": 60, "s": 1}
+    parts = re.findall(r"(\d+)([hms])", text)
+    assert parts and "".join(n + u for n, u in parts) == text, duration
+    return sum(int(n) * units[u] for n, u in parts)
+
+
+def test_a_stopping_worker_may_finish_the_longest_default_job(services: dict[str, Any]) -> None:
+    # rq waits 60 s past a job's timeout before killing its horse; compose must wait as long.
+    from submissions.models import Task
+    from submissions.services import JOB_TIMEOUT_MARGIN_S
+
+    default_limit = Task._meta.get_field("time_limit_s").default
+    longest_job = default_limit + JOB_TIMEOUT_MARGIN_S + 60
+    assert longest_job == 960
+    for name in (*GPU_WORKERS, "worker-cpu"):
+        assert _seconds(services[name]["stop_grace_period"]) >= longest_job, name
+    assert "WORKER_STOP_GRACE_PERIOD=16m" in (ROOT / ".env.example").read_text()
+
+
 def test_env_example_lists_every_variable_the_code_and_compose_file_read() -> None:
     listed = _env_example()
     assert {"SECRET_KEY", "EVAL_GPU_UUID", "WEB_CONCURRENCY"} <= _variables_read_by_the_code()
@@ -181,6 +219,23 @@ def test_worker_image_runs_the_worker_class_as_non_root_on_a_matching_cuda_base(
     requires = metadata.requires("onnxruntime-gpu") or []
     cuda = [r for r in requires if r.startswith("nvidia-cuda-runtime")]
     assert cuda and re.search(rf"~={base.group(1)}\.", cuda[0]), (cuda, base.group(0))
+
+
+def test_worker_image_build_loads_the_cuda_libraries_onnxruntime_needs() -> None:
+    dockerfile = (ROOT / "docker" / "worker.Dockerfile").read_text()
+    assert "python /tmp/build/check-cuda-libs.py" in dockerfile
+    assert "in ort.get_available_providers()" not in dockerfile  # lists CUDA when it cannot load
+    # Here (no CUDA libraries but libcudart) the check fails and names what is missing.
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "docker" / "check-cuda-libs.py")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode == 0:
+        pytest.skip("every CUDA library loads on this machine")
+    assert "cannot load libcudnn.so.9: libcudnn.so.9: cannot open shared object file" in done.stderr
+    assert "libonnxruntime_providers_cuda.so links against missing" in done.stderr
 
 
 def test_web_image_serves_with_gunicorn_as_non_root_with_a_healthcheck() -> None:

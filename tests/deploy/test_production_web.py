@@ -1,5 +1,6 @@
-"""The README's production web set-up for real: collectstatic, then gunicorn with the project's
-config serving the site against this test run's database and Redis, static files by whitenoise."""
+"""The production web set-up of docs/operations.md for real: collectstatic, then gunicorn with the
+project's config serving the site against this test run's database and Redis, static files by
+whitenoise."""
 
 from __future__ import annotations
 
@@ -69,7 +70,9 @@ def gunicorn(production_env: dict[str, str]) -> Iterator[str]:
     port = _free_port()
     process = subprocess.Popen(
         [
-            str(Path(sys.executable).with_name("gunicorn")),
+            sys.executable,  # gunicorn as a module: works whatever the venv's bin/ holds
+            "-m",
+            "gunicorn",
             "--config",
             "docker/gunicorn.conf.py",
             "--bind",

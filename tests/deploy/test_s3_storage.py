@@ -124,6 +124,7 @@ def test_a_worker_on_another_host_needs_only_the_connection_settings(
         "PORTAL_VAR_DIR": str(host2 / "var"),
         "EVAL_CACHE_DIR": str(host2 / "cache"),
         "MEDIA_ROOT": str(host2 / "media"),
+        "BOARD_CACHE_NAMESPACE": settings.BOARD_CACHE_NAMESPACE,
     }
     worker = worker_command("host2-gpu0", burst=True)
 
@@ -184,9 +185,9 @@ def test_concurrent_workers_download_a_dataset_once_and_never_see_a_partial_file
     downloads: list[Path] = []
     real_download = dataset_cache._download
 
-    def counted(stored: Any, target: Path) -> None:
+    def counted(stored: Any, target: Path, *args: Any) -> None:
         downloads.append(target)
-        real_download(stored, target)
+        real_download(stored, target, *args)
 
     monkeypatch.setattr(dataset_cache, "_download", counted)
 
@@ -233,11 +234,11 @@ def test_dataset_replaced_during_the_download_is_fetched_again_not_mixed_up(
     real_download = dataset_cache._download
     calls: list[Path] = []
 
-    def replace_then_download(stored: Any, target: Path) -> None:
+    def replace_then_download(stored: Any, target: Path, *args: Any) -> None:
         calls.append(target)
         if len(calls) == 1:  # the operator replaces the file after the worker looked it up
             s3_client.put_object(Bucket=s3_bucket, Key=task.dataset.name, Body=npz_bytes(new))
-        real_download(stored, target)
+        real_download(stored, target, *args)
 
     monkeypatch.setattr(dataset_cache, "_download", replace_then_download)
 

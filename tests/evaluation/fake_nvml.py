@@ -28,6 +28,8 @@ class FakeGpu:
     temperature_c: int = 71
     power_mw: int = 182_000
     power_limit_mw: int = 300_000
+    sm_clock_mhz: int = 1740
+    memory_clock_mhz: int = 7251
     processes: list[tuple[int, int | None]] = field(default_factory=lambda: [(4242, 6 * GIB)])
     # NVML function name → return code to raise instead of answering
     errors: dict[str, int] = field(default_factory=dict)
@@ -37,11 +39,26 @@ class FakeNvml:
     """Enough of pynvml for evaluation.gpu; counts init/shutdown to check they pair up."""
 
     NVML_TEMPERATURE_GPU = pynvml.NVML_TEMPERATURE_GPU
+    NVML_CLOCK_SM = pynvml.NVML_CLOCK_SM
+    NVML_CLOCK_MEM = pynvml.NVML_CLOCK_MEM
     NVMLError = pynvml.NVMLError
 
-    def __init__(self, *gpus: FakeGpu) -> None:
+    def __init__(self, *gpus: FakeGpu, driver: str = "550.54.15", cuda_driver: int = 12040) -> None:
         self.gpus = list(gpus) or [FakeGpu()]
         self.shutdowns = 0
+        self.driver = driver
+        self.cuda_driver = cuda_driver
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return self.driver
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return self.cuda_driver
+
+    def nvmlDeviceGetClockInfo(self, gpu: FakeGpu, clock: int) -> int:
+        assert clock in (pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM)
+        mhz = gpu.sm_clock_mhz if clock == pynvml.NVML_CLOCK_SM else gpu.memory_clock_mhz
+        return self._answer(gpu, "nvmlDeviceGetClockInfo", mhz)
 
     def _answer(self, gpu: FakeGpu, fn: str, value: Any) -> Any:
         if fn in gpu.errors:

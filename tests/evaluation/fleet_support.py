@@ -38,6 +38,9 @@ FAST_FLEET_ENV = {
     "EVAL_RECOVERY_INTERVAL_S": "1",
     "EVAL_WARMUP_RUNS": "0",
     "EVAL_INTRA_OP_THREADS": "1",
+    "EVAL_TIMING_MIN_TIME_S": "0.01",
+    "EVAL_TIMING_MIN_BATCHES": "4",
+    "EVAL_TIMING_PASSES": "2",
 }
 
 
@@ -133,6 +136,7 @@ def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
         EVAL_DEVICE="cpu",
         SECRET_KEY=env.get("SECRET_KEY") or "insecure-test-only-key",
         PYTHONUNBUFFERED="1",
+        BOARD_CACHE_NAMESPACE=settings.BOARD_CACHE_NAMESPACE,
     )
     env.update(extra or {})
     return env
@@ -151,9 +155,13 @@ def start_worker(
     settings.EVAL_RECOVERY_INTERVAL_S = float(FAST_FLEET_ENV["EVAL_RECOVERY_INTERVAL_S"])
     started: list[WorkerProcess] = []
 
-    def start(name: str, **extra: str) -> WorkerProcess:
+    def start(name: str, record_batches: Path | None = None, **extra: str) -> WorkerProcess:
+        """``record_batches``: a file where the worker writes when each batch ran."""
         log_path = tmp_path / f"{name}.log"
         command = worker_command(name)
+        if record_batches is not None:
+            recorder = ["-m", "tests.evaluation.batch_recorder", str(record_batches)]
+            command = [command[0], *recorder, *command[1:]]
         with log_path.open("wb") as out:
             process = subprocess.Popen(
                 command, cwd=BASE_DIR, env=worker_env(extra), stdout=out, stderr=subprocess.STDOUT

@@ -81,16 +81,24 @@ def test_health_warnings_for_heat_full_memory_and_a_lost_gpu(
     assert any("GPU #0 is lost" in w for w in found["lost"]["warnings"])
 
 
-def test_a_cpu_worker_is_flagged_when_a_task_requires_a_gpu(
-    queue: Any, make_task: Any, settings: Any
+def test_operators_are_warned_when_no_worker_serves_a_device_class(
+    queue: Any, make_task: Any, settings: Any, operator: Any
 ) -> None:
     settings.EVAL_DEVICE = "cpu"
     make_task(slug="big-gpu", requires_gpu=True)
     publish(queue, "cpu-only")
+    client = Client()
+    client.force_login(operator)
 
-    (warning,) = workers_json(APIClient())["cpu-only"]["warnings"]
+    classes = {c["slug"]: c for c in APIClient().get("/api/queue/").json()["device_classes"]}
+    page = client.get("/workers/").content.decode()
 
-    assert warning.startswith("Runs on CPU, but big-gpu require(s) a GPU")
+    assert classes["cpu"]["workers_online"] == 1 and classes["cpu"]["warning"] == ""
+    assert classes["gpu"]["workers_online"] == 0
+    assert classes["gpu"]["warning"].startswith("No worker of device class gpu is online")
+    assert 'data-class-warning="gpu"' in page and 'data-class-warning="cpu"' not in page
+    # The CPU worker itself is fine: it never takes the GPU task's submissions.
+    assert workers_json(APIClient())["cpu-only"]["warnings"] == []
 
 
 def test_a_worker_with_a_stale_heartbeat_is_shown_offline(queue: Any, settings: Any) -> None:
@@ -142,9 +150,12 @@ def test_the_queue_api_counts_the_last_day_and_gives_my_positions(
     assert (body["queued"], body["running"]) == (3, 1)
     assert (body["succeeded_24h"], body["failed_24h"], body["cancelled_24h"]) == (2, 1, 0)
     assert body["median_wait_s_24h"] == 25.0  # waits 10, 20, 60, 30 s started in the last day
+    # Users take turns: bob has one running, alice started least recently, so her first
+    # queued submission is next, then bob's, then her second. No worker is online here.
+    waiting = {"device_class": "cpu", "estimated_wait_s": None, "waiting_for_device": True}
     assert body["mine"] == [
-        {"id": mine[0].pk, "task": "digits", "position": 2},
-        {"id": mine[1].pk, "task": "digits", "position": 3},
+        {"id": mine[0].pk, "task": "digits", "position": 1, **waiting},
+        {"id": mine[1].pk, "task": "digits", "position": 3, **waiting},
     ]
     assert first_in_line.pk not in [m["id"] for m in body["mine"]]
     assert APIClient().get("/api/queue/").json()["mine"] == []

@@ -15,8 +15,7 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from evaluation.recovery import WORKER_LOST_MESSAGE
-from submissions.services import submission_rerun
+from submissions.services import WORKER_LOST, submission_rerun
 from tests.evaluation.fleet_support import (
     fast_model,
     final,
@@ -121,7 +120,7 @@ def test_a_submission_whose_worker_is_killed_twice_fails_with_a_plain_message(
 
     done = row(submission)
     assert done.status == "failed", out.getvalue()
-    assert done.error_message == WORKER_LOST_MESSAGE
+    assert done.error_message == WORKER_LOST.message
     assert done.failed_by_system and done.score is None
     assert "failed 1 running" in out.getvalue()
 

@@ -170,7 +170,11 @@ def test_output_with_conflicting_fixed_shape_is_refused(tmp_path: Path) -> None:
     model = onnx.load_from_string(good_model())
     model.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 7
     message = refusal(tmp_path, model.SerializeToString())
-    assert "output 'output' has shape [batch, 7]" in message and "[16, 10]" in message
+    assert message.startswith(
+        "The model's output 'output' has shape [batch, 7], which cannot give this task's "
+        "output shape [16, 10] "
+    )
+    assert "batch shape" not in message  # that is the input's; this refusal is about the output
 
 
 def test_initializers_listed_as_graph_inputs_do_not_count_as_inputs(tmp_path: Path) -> None:
@@ -216,3 +220,14 @@ def test_opset_newer_than_onnxruntime_supports_is_refused_at_upload(tmp_path: Pa
         f"{ort.__version__} on our workers supports opsets up to {max_opset}. Export with "
         f"opset_version={max_opset} or lower."
     )
+
+
+def test_a_local_function_name_that_is_not_utf8_is_refused_not_a_crash(tmp_path: Path) -> None:
+    model = onnx.load_from_string(good_model())
+    function = helper.make_function("local", "NAMEMARK", ["x"], ["y"], [], [], [])
+    model.functions.append(function)
+    data = model.SerializeToString().replace(b"NAMEMARK", b"NAME\xff\xfeRK")
+
+    message = refusal(tmp_path, data)
+
+    assert message.startswith("The model is damaged: a name or text field is not valid UTF-8")

@@ -1,6 +1,7 @@
 """evaluation/recovery.py rule by rule, on the real test database and Redis, without workers.
 
-Workers are represented by the heartbeats they would publish (evaluation/heartbeat.py).
+Workers are represented by the heartbeats they would publish (evaluation/heartbeat.py). Time is
+a clock the test moves (recovery takes it as an argument): nothing here sleeps.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import pytest
 from django.utils import timezone
 
 from evaluation import heartbeat, recovery
-from evaluation.recovery import WORKER_LOST_MESSAGE, reconcile, reconcile_if_due
+from evaluation.recovery import reconcile, reconcile_if_due
 from submissions.models import Submission
-from submissions.services import submission_create
+from submissions.services import WORKER_LOST, submission_create
 from tests.conftest import onnx_upload
 from tests.evaluation.fleet_support import fast_model
 
@@ -25,6 +26,24 @@ STALE_S = 1.0
 @pytest.fixture(autouse=True)
 def _fast(settings: Any) -> None:
     settings.EVAL_HEARTBEAT_STALE_S = STALE_S
+
+
+class Clock:
+    """Seconds since the epoch, moved on by the test instead of by waiting."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
 
 
 @pytest.fixture
@@ -51,7 +70,7 @@ def running(user: Any, task: Any, attempts: int = 1) -> Submission:
     )
 
 
-def claim(queue: Any, name: str, submission: Submission | None) -> None:
+def claim(queue: Any, name: str, submission: Submission | None, clock: Clock) -> None:
     heartbeat.publish(
         queue.connection,
         heartbeat.WorkerState(
@@ -63,6 +82,7 @@ def claim(queue: Any, name: str, submission: Submission | None) -> None:
             started_at=time.time(),
             submission_id=submission.pk if submission else None,
         ),
+        now=clock(),
     )
 
 
@@ -95,15 +115,17 @@ def test_a_job_taken_off_the_queue_by_a_live_worker_is_left_alone(
 
 
 def test_a_running_submission_nobody_claims_is_retried_only_after_the_stale_period(
-    queue: Any, alice: Any, task: Any
+    queue: Any, alice: Any, task: Any, clock: Clock
 ) -> None:
     submission = running(alice, task)
 
-    first = reconcile()
+    first = reconcile(clock=clock)
     assert first.suspects == [submission.pk] and not first.changed
+    clock.advance(STALE_S * 0.9)
+    assert reconcile(clock=clock).suspects == [submission.pk]
     assert Submission.objects.get(pk=submission.pk).status == "running"
-    time.sleep(STALE_S + 0.1)
-    second = reconcile()
+    clock.advance(STALE_S * 0.2)
+    second = reconcile(clock=clock)
 
     assert second.retried == [submission.pk]
     retried = Submission.objects.get(pk=submission.pk)
@@ -113,54 +135,59 @@ def test_a_running_submission_nobody_claims_is_retried_only_after_the_stale_peri
 
 
 def test_a_running_submission_its_worker_still_claims_is_never_touched(
-    queue: Any, alice: Any, task: Any
+    queue: Any, alice: Any, task: Any, clock: Clock
 ) -> None:
     submission = running(alice, task)
     for _ in range(3):
-        claim(queue, "alive", submission)
-        reconcile()
-        time.sleep(STALE_S / 2 + 0.1)
+        claim(queue, "alive", submission, clock)
+        assert not reconcile(clock=clock).suspects
+        clock.advance(STALE_S * 0.6)
 
     assert Submission.objects.get(pk=submission.pk).status == "running"
 
 
 def test_a_second_loss_fails_the_submission_as_not_the_models_fault(
-    queue: Any, alice: Any, task: Any
+    queue: Any, alice: Any, task: Any, clock: Clock
 ) -> None:
     submission = running(alice, task, attempts=2)
-    reconcile()
-    time.sleep(STALE_S + 0.1)
+    Submission.objects.filter(pk=submission.pk).update(log="attempt 1: first lines\n")
+    reconcile(clock=clock)
+    clock.advance(STALE_S + 0.1)
 
-    assert reconcile().failed == [submission.pk]
+    assert reconcile(clock=clock).failed == [submission.pk]
 
     failed = Submission.objects.get(pk=submission.pk)
-    assert failed.status == "failed" and failed.error_message == WORKER_LOST_MESSAGE
+    assert failed.status == "failed" and failed.error_message == WORKER_LOST.message
     assert failed.failed_by_system and failed.score is None
+    assert failed.log.startswith("attempt 1: first lines\n")  # the earlier attempt is kept
+    assert "attempt 2: worker gone-worker stopped responding" in failed.log
 
 
 def test_a_submission_that_moved_on_meanwhile_is_not_retried(
-    queue: Any, alice: Any, task: Any
+    queue: Any, alice: Any, task: Any, clock: Clock
 ) -> None:
     submission = running(alice, task)
-    reconcile()
+    reconcile(clock=clock)
     # its worker finished it just before the second look
     Submission.objects.filter(pk=submission.pk).update(status="succeeded", score=0.5)
-    time.sleep(STALE_S + 0.1)
+    clock.advance(STALE_S + 0.1)
 
-    report = reconcile()
+    report = reconcile(clock=clock)
 
     assert not report.changed
     done = Submission.objects.get(pk=submission.pk)
     assert done.status == "succeeded" and done.score == 0.5
 
 
-def test_final_submissions_are_never_touched(queue: Any, alice: Any, task: Any) -> None:
+def test_final_submissions_are_never_touched(
+    queue: Any, alice: Any, task: Any, clock: Clock
+) -> None:
     finals = [submitted(alice, task, status=s) for s in ("succeeded", "failed", "cancelled")]
     queue.connection.flushdb()
 
-    reconcile()
-    time.sleep(STALE_S + 0.1)
-    reconcile()
+    reconcile(clock=clock)
+    clock.advance(STALE_S + 0.1)
+    reconcile(clock=clock)
 
     assert [Submission.objects.get(pk=s.pk).status for s in finals] == [
         "succeeded",
@@ -186,15 +213,16 @@ def test_a_recovery_already_running_elsewhere_is_not_run_twice(queue: Any) -> No
 
 
 def test_a_queued_submission_never_enqueued_gets_a_job_after_a_grace_period(
-    queue: Any, alice: Any, task: Any, monkeypatch: Any
+    queue: Any, alice: Any, task: Any, clock: Clock
 ) -> None:
-    monkeypatch.setattr(recovery, "UNJOBBED_GRACE_S", 0.5)
     submission = submitted(alice, task, job_id="")  # as if Redis was down at upload time
     queue.empty()
 
-    assert reconcile().enqueued == []  # it may be between its commit and its enqueue
-    time.sleep(0.6)
-    assert reconcile().enqueued == [submission.pk]
+    assert reconcile(clock=clock).enqueued == []  # it may be between its commit and its enqueue
+    clock.advance(recovery.UNJOBBED_GRACE_S * 0.9)
+    assert reconcile(clock=clock).enqueued == []
+    clock.advance(recovery.UNJOBBED_GRACE_S * 0.2)
+    assert reconcile(clock=clock).enqueued == [submission.pk]
 
     assert queue.count == 1
     assert Submission.objects.get(pk=submission.pk).job_id == queue.job_ids[0]

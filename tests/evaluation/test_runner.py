@@ -19,8 +19,10 @@ from evaluation.metrics import compute_family
 from evaluation.runner import (
     CPU,
     CUDA,
+    CUDA_NOT_ACTIVE,
     Dataset,
     DeviceConfig,
+    DeviceUnavailable,
     EvaluationError,
     create_session,
     evaluate,
@@ -61,8 +63,10 @@ def test_scores_match_a_numpy_reference_on_public_and_private_rows() -> None:
         compute_family("accuracy", logits[public], arrays["targets"][public])
     )
     assert result.samples_evaluated == 100
-    assert len(result.batch_latencies_ms) == 7  # ceil(100 / 16)
     assert result.provider == CPU
+    # Timed in a phase of its own, over at least the protocol's minimum number of batches.
+    assert result.timing["batches"] >= SPEC.timing.min_batches
+    assert 0 < len(result.batch_latencies_ms) <= result.timing["batches"]
     assert result.latency_p50_ms > 0 and result.throughput > 0
 
 
@@ -141,9 +145,10 @@ def test_model_that_onnxruntime_cannot_load_fails_with_its_reason() -> None:
 def test_task_requiring_a_gpu_fails_instead_of_scoring_on_cpu() -> None:
     spec = replace(SPEC, requires_gpu=True)
     w, b = weights()
-    with pytest.raises(EvaluationError) as caught:
+    with pytest.raises(DeviceUnavailable) as caught:
         evaluate(linear_classifier(w, b), Dataset.from_arrays(digits_like(n=20)), spec, CPU_ONLY)
-    assert str(caught.value) == "CUDA execution provider not available on worker test-worker"
+    assert str(caught.value) == CUDA_NOT_ACTIVE
+    assert "test-worker" not in str(caught.value)  # participants never see worker names
 
 
 def test_cuda_options_follow_the_worker_configuration() -> None:
@@ -347,7 +352,6 @@ def test_faked_gpu_without_a_driver_still_records_cpu_and_refuses_requires_gpu(
         pytest.skip("a real GPU is present")
     assert evaluate(linear_classifier(w, b), data, SPEC, device).provider == CPU
     spec = replace(SPEC, requires_gpu=True)
-    with pytest.raises(
-        EvaluationError, match=r"^CUDA execution provider not available on worker gpu0-a$"
-    ):
+    with pytest.raises(DeviceUnavailable) as caught:
         evaluate(linear_classifier(w, b), data, spec, device)
+    assert "gpu0-a" not in str(caught.value)

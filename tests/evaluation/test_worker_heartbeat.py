@@ -5,6 +5,7 @@ A real EvaluationWorker object on the real test Redis; NVML is faked at ``gpu._n
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from typing import Any
@@ -191,10 +192,44 @@ def test_a_shutdown_request_during_fleet_bookkeeping_is_not_swallowed(
 
 
 def test_an_ordinary_error_while_publishing_is_logged_and_the_worker_goes_on(
-    worker: EvaluationWorker, monkeypatch: pytest.MonkeyPatch
+    worker: EvaluationWorker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     def redis_hiccup(*args: Any, **kwargs: Any) -> None:
         raise ConnectionError("Redis went away for a moment")
 
     monkeypatch.setattr("evaluation.heartbeat.publish", redis_hiccup)
-    worker.publish_heartbeat(force=True)  # no exception: the next heartbeat tries again
+    with caplog.at_level(logging.ERROR, logger="evaluation.worker"):
+        worker.publish_heartbeat(force=True)  # no exception: the next heartbeat tries again
+
+    (record,) = [r for r in caplog.records if r.name == "evaluation.worker"]
+    assert record.getMessage() == "worker hb-worker could not publish its heartbeat"
+    assert record.exc_info is not None and "Redis went away" in str(record.exc_info[1])
+
+
+def test_a_heartbeat_replaces_the_workers_state_in_one_transaction(
+    worker: EvaluationWorker, queue: Any
+) -> None:
+    """A reader (the workers page, recovery) never finds a live worker's hash missing: every
+    command on it runs inside MULTI/EXEC, as Redis itself reports them (MONITOR)."""
+    key = heartbeat.worker_key(worker.name)
+    worker.publish_heartbeat(force=True)
+    db = queue.connection.connection_pool.connection_kwargs.get("db", 0)
+    seen: list[tuple[str, bool]] = []  # (command, inside MULTI/EXEC)
+    with queue.connection.monitor() as monitor:
+        worker.publish_heartbeat(force=True)
+        queue.connection.echo("end-of-heartbeat")
+        in_transaction = False
+        while True:
+            entry = monitor.next_command()
+            command = entry["command"]
+            if "end-of-heartbeat" in command:
+                break
+            if int(entry["db"]) != db:
+                continue  # other databases of a shared Redis
+            name = command.split(" ")[0].upper()
+            in_transaction = {"MULTI": True, "EXEC": False}.get(name, in_transaction)
+            if key in command:
+                seen.append((name, in_transaction))
+
+    assert [name for name, _ in seen][:2] == ["DEL", "HSET"]
+    assert all(inside for _, inside in seen), seen

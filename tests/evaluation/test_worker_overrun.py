@@ -34,7 +34,7 @@ def test_a_horse_killed_after_its_job_timeout_fails_with_the_time_limit_and_no_r
     queue: Any, alice: Any, make_task: Any
 ) -> None:
     submission_id, job = running_job(queue, alice, make_task, ran_for_s=5 + 300 + 60)
-    EvaluationWorker([queue], connection=queue.connection).handle_work_horse_killed(
+    EvaluationWorker([queue], connection=queue.connection, name="w").handle_work_horse_killed(
         job, 0, SIGKILLED, None
     )
     row = Submission.objects.get(pk=submission_id)
@@ -47,7 +47,7 @@ def test_a_horse_killed_after_its_job_timeout_fails_with_the_time_limit_and_no_r
 
 def test_a_horse_killed_early_is_retried_once(queue: Any, alice: Any, make_task: Any) -> None:
     submission_id, job = running_job(queue, alice, make_task, ran_for_s=2)
-    EvaluationWorker([queue], connection=queue.connection).handle_work_horse_killed(
+    EvaluationWorker([queue], connection=queue.connection, name="w").handle_work_horse_killed(
         job, 0, SIGKILLED, None
     )
     assert Submission.objects.get(pk=submission_id).status == "queued"

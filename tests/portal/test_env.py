@@ -49,3 +49,24 @@ def test_secrets_can_come_from_a_file(monkeypatch: pytest.MonkeyPatch, tmp_path:
 def test_lists_are_comma_separated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("X_HOSTS", "a.example, b.example,,")
     assert env_list("X_HOSTS", []) == ["a.example", "b.example"]
+
+
+def test_a_blank_value_means_the_default_for_every_helper(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`SESSION_COOKIE_SECURE=` in an env file must not turn secure cookies off."""
+    for blank in ("", "  "):
+        monkeypatch.setenv("X_BLANK", blank)
+        assert env_bool("X_BLANK", True) is True
+        assert env_int("X_BLANK", 7) == 7
+        assert env_float("X_BLANK", 0.5) == 0.5
+        assert env_str("X_BLANK", "fallback") == "fallback"
+        assert env_str("X_BLANK") is None
+        assert env_list("X_BLANK", ["a.example"]) == ["a.example"]
+        assert env_choice("X_BLANK", "auto", ("auto", "cpu")) == "auto"
+
+
+def test_a_blank_secret_file_name_falls_back_to_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("X_SECRET_FILE", "")
+    monkeypatch.setenv("X_SECRET", "from-the-variable")
+    assert env_str("X_SECRET") == "from-the-variable"

@@ -50,6 +50,7 @@ def production_env(tmp_path: Path) -> dict[str, str]:
         "ALLOWED_HOSTS": "portal.example.org",
         "CSRF_TRUSTED_ORIGINS": "https://portal.example.org",
         "SECURE_PROXY_SSL_HEADER": "1",
+        "RATE_LIMIT_TRUSTED_PROXIES": "1",  # the proxy that terminates TLS
         "DATABASE_URL": os.environ.get("DATABASE_URL", "sqlite:////tmp/unused.sqlite3"),
         "REDIS_URL": django_settings.REDIS_URL,
     }
@@ -66,6 +67,13 @@ def test_debug_in_production_would_be_reported(tmp_path: Path) -> None:
     result = manage("check", "--deploy", "--fail-level", "WARNING", **env)
     assert result.returncode != 0
     assert "security.W018" in result.stderr  # DEBUG on
+
+
+def test_a_proxy_with_no_trusted_proxies_is_reported_by_check_deploy(tmp_path: Path) -> None:
+    env = production_env(tmp_path) | {"RATE_LIMIT_TRUSTED_PROXIES": "0"}
+    result = manage("check", "--deploy", "--fail-level", "WARNING", **env)
+    assert result.returncode != 0
+    assert "portal.W001" in result.stderr and "RATE_LIMIT_TRUSTED_PROXIES" in result.stderr
 
 
 def test_production_refuses_to_start_without_a_secret_key() -> None:

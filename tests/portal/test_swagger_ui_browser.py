@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
-import pytest
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+from tests.chromium import chromium_or_fail
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs a chromium binary for a real browser")
 def test_swagger_ui_lists_every_api_operation_in_a_real_browser(live_portal: str) -> None:
     dom = subprocess.run(
         [
-            str(CHROMIUM),
+            chromium_or_fail(),
             "--headless",
             "--disable-gpu",
             "--no-sandbox",

@@ -29,6 +29,14 @@ def console(operator: Any) -> Client:
     return client
 
 
+RULE_FORMSET = {
+    "TOTAL_FORMS": "0",
+    "INITIAL_FORMS": "0",
+    "MIN_NUM_FORMS": "0",
+    "MAX_NUM_FORMS": "1",
+}
+
+
 def task_form(arrays: dict[str, np.ndarray], **overrides: Any) -> dict[str, Any]:
     form: dict[str, Any] = {
         "title": "Digits",
@@ -40,10 +48,17 @@ def task_form(arrays: dict[str, np.ndarray], **overrides: Any) -> dict[str, Any]
         "input_dtype": "float32",
         "output_shape": "[10]",
         "metric": "accuracy",
-        "max_model_bytes": "1000000",
+        "max_model_mb": "1",
         "time_limit_s": "60",
         "submissions_per_day": "5",
+        "queued_per_user": "5",
+        "device_class": "cpu",
         "leaderboard": "public",
+        # The ranking rule inline, left empty: the primary metric ranks.
+        **{f"ranking_rule-{k}": v for k, v in RULE_FORMSET.items()},
+        # The data section's inline (TaskFile), empty: its own tests are in test_task_pages.py.
+        "files-TOTAL_FORMS": "0",
+        "files-INITIAL_FORMS": "0",
     }
     form.update(overrides)
     return form
@@ -54,8 +69,12 @@ def log_messages(obj: Any) -> list[str]:
     return [entry.change_message for entry in entries]
 
 
-def act(console: Client, action: str, rows: list[Any], url: str = CHANGELIST) -> Any:
+def act(
+    console: Client, action: str, rows: list[Any], url: str = CHANGELIST, reason: str = ""
+) -> Any:
     data = {"action": action, "_selected_action": [str(r.pk) for r in rows]}
+    if reason:  # hide and disqualify ask for one on a page of their own; this answers it
+        data |= {"reason": reason, "apply": "Apply"}
     response = console.post(url, data, follow=True)
     assert response.status_code == 200
     return response
@@ -94,6 +113,22 @@ def test_a_dataset_that_does_not_fit_the_task_is_refused_with_the_reason(
     errors = response.context["adminform"].form.errors
     assert reason in " ".join(errors.get("dataset", [])), errors
     assert not Task.objects.exists()
+
+
+def test_operator_sets_a_tasks_timing_protocol_and_a_bad_one_is_refused(
+    console: Client, settings: Any
+) -> None:
+    refused = console.post(
+        "/admin/submissions/task/add/", task_form(digits_like(n=40), timing='{"passes": 0}')
+    )
+    assert refused.status_code == 200
+    assert "at least one pass" in str(refused.context["adminform"].form.errors["timing"])
+
+    form = task_form(digits_like(n=40), timing='{"min_time_s": 2.5}')
+    assert console.post("/admin/submissions/task/add/", form).status_code == 302
+    protocol = Task.objects.get(slug="digits").spec().timing
+    assert protocol.min_time_s == 2.5  # the task's own
+    assert protocol.passes == settings.EVAL_TIMING_PASSES  # the rest from the settings
 
 
 def test_a_file_that_is_not_npz_is_refused(console: Client) -> None:
@@ -140,15 +175,18 @@ def test_hide_action_drops_the_submission_from_the_board_and_logs_it(
     best = scored(task, alice, 0.9)
     scored(task, alice, 0.6)
     scored(task, bob, 0.8)
-    act(console, "hide", [best])
+    act(console, "hide", [best], reason="trained on the test set")
     assert [(r.submission.user.username, r.score) for r in leaderboard(task=task)] == [
         ("bob", 0.8),
         ("alice", 0.6),
     ]
-    assert log_messages(best) == ["Set hidden to True"]
+    assert log_messages(best) == ["Set hidden to True: trained on the test set"]
     act(console, "unhide", [best])
     assert leaderboard(task=task)[0].submission == best
-    assert log_messages(best) == ["Set hidden to True", "Set hidden to False"]
+    assert log_messages(best) == [
+        "Set hidden to True: trained on the test set",
+        "Set hidden to False",
+    ]
 
 
 def test_disqualify_and_baseline_actions_change_the_flags_and_log_each(
@@ -157,13 +195,13 @@ def test_disqualify_and_baseline_actions_change_the_flags_and_log_each(
     task = make_task()
     cheat = scored(task, alice, 0.99)
     reference = scored(task, operator, 0.5)
-    act(console, "disqualify", [cheat])
+    act(console, "disqualify", [cheat], reason="two accounts")
     act(console, "mark_baseline", [reference])
     act(console, "mark_baseline", [reference])  # already a baseline: nothing changes or is logged
     rows = leaderboard(task=task)
     assert [r.submission for r in rows] == [reference]
     assert rows[0].submission.is_baseline
-    assert log_messages(cheat) == ["Set disqualified to True"]
+    assert log_messages(cheat) == ["Set disqualified to True: two accounts"]
     assert log_messages(reference) == ["Set is_baseline to True"]
 
 

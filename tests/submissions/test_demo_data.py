@@ -207,3 +207,12 @@ def test_depth_baselines_never_predict_non_positive_depth(
     extreme = np.concatenate([depth_test["inputs"][:2], -depth_test["inputs"][:2]])
     for baseline in depth_models:
         assert predict(baseline, extreme).min() >= baselines.DEPTH_FLOOR_M - 1e-6
+
+
+def test_the_digits_task_says_its_hidden_images_come_from_scikit_learn() -> None:
+    """A model trained on all of load_digits() has seen the hidden test images."""
+    from submissions.management.commands.seed_demo import TASKS
+
+    description = TASKS["digits"]["description"]
+    assert "hidden images come from scikit-learn's digits set" in description
+    assert "not a fair entry" in description

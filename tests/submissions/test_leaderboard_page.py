@@ -66,8 +66,9 @@ def test_page_and_api_make_the_same_number_of_queries_at_two_board_sizes(
 
     assert small == big
     # session, user, task, count, page ids and ranks, page rows, own row, own rank, chart
-    # steps: none per row
-    assert big[0] <= 9
+    # steps, the ranking rule, the score-versus-latency points, the task tabs' counts and data
+    # files: none per row
+    assert big[0] <= 13
     page = client.get(PAGE).content.decode()
     assert "Page 1 of 4" in page
     assert board_users(page)[-1] == "alice"  # pinned, although she is on the last page
@@ -135,7 +136,7 @@ def test_baselines_are_marked_and_the_viewers_row_is_highlighted(
     page = client.get(PAGE).content.decode()
     assert re.search(r'data-user="operator">(?:(?!</tr>).)*chip-baseline', page, re.S)
     assert '<tr class="mine" data-user="alice">' in page
-    assert '<tr class=" baseline" data-user="operator">' in page  # marked, not highlighted
+    assert '<tr class="baseline" data-user="operator">' in page  # marked, not highlighted
 
 
 def test_csv_export_has_every_ranked_user_and_every_metric(
@@ -150,10 +151,19 @@ def test_csv_export_has_every_ranked_user_and_every_metric(
     assert "digits-public-leaderboard.csv" in response["Content-Disposition"]
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     header = rows[0]
-    assert header[:4] == ["rank", "user", "baseline", "score (accuracy, higher is better)"]
-    assert header[4:6] == ["accuracy", "macro_f1"]
-    assert [r[:4] for r in rows[1:]] == [["1", "alice", "", "0.9"], ["2", "bob", "yes", "0.8"]]
-    assert rows[1][5] == "0.85" and rows[1][6] == "2.5"
+    assert header[:5] == [
+        "rank",
+        "user",
+        "team",
+        "baseline",
+        "score (accuracy, higher is better)",
+    ]
+    assert header[5:7] == ["accuracy", "macro_f1"]
+    assert [r[:5] for r in rows[1:]] == [
+        ["1", "alice", "", "", "0.9"],
+        ["2", "bob", "", "yes", "0.8"],
+    ]
+    assert rows[1][6] == "0.85" and rows[1][7] == "2.5"
     assert rows[1][header.index("entries")] == "2"
 
 
@@ -208,3 +218,53 @@ def test_submission_page_shows_the_latency_chart_and_what_to_do_after_a_failure(
     failed = client.get(f"/submissions/{bad.pk}/").content.decode()
     assert "NaN or infinity (batch 3)" in failed
     assert "Look for divisions by zero" in failed
+
+
+def test_a_tiny_models_latency_shows_in_microseconds_with_its_spread_and_conditions(
+    make_task: Any, alice: Any
+) -> None:
+    task = make_task()
+    timing = {
+        "protocol": {"passes": 5},
+        "batches": 181_234,
+        "duration_s": 1.0,
+        "exclusive": False,
+        "conditions": {
+            "device_class": "a40",
+            "gpu_name": "NVIDIA A40",
+            "driver": "550.54.15",
+            "cuda_driver": "12.4",
+            "onnxruntime": "1.31.1",
+            "start": {"sm_clock_mhz": 1740, "temperature_c": 61},
+            "end": {"sm_clock_mhz": 1695, "temperature_c": 64},
+        },
+    }
+    tiny = scored(
+        task,
+        alice,
+        0.9,
+        latency_p50_ms=0.0055371,
+        latency_p90_ms=0.0061,
+        latency_p95_ms=0.0072,
+        latency_p99_ms=0.0123,
+        latency_mean_ms=0.0058,
+        latency_spread=0.071,
+        latency_unstable=True,
+        timing_exclusive=False,
+        timing=timing,
+        peak_memory_bytes=3 * 1024**3,
+        provider="CUDAExecutionProvider",
+    )
+    client = Client()
+    client.force_login(alice)
+    page = client.get(f"/submissions/{tiny.pk}/").content.decode()
+    assert "p50 5.54 µs ± 7.1 %" in page and "p99 12.3 µs" in page
+    assert "0.01 ms" not in page  # the old display: two decimals of a millisecond
+    assert "data-unstable" in page and "timed without exclusivity" in page
+    assert "181,234 batches in 5 passes" in page
+    assert "550.54.15 / 12.4" in page and "1740 → 1695 MHz" in page and "61 → 64 °C" in page
+    assert "3.0\xa0GB of device memory" in page  # filesizeformat: a no-break space
+    detail = client.get(f"/api/submissions/{tiny.pk}/").json()
+    assert detail["latency_p50_ms"] == 0.0055371  # stored and served at full precision
+    assert detail["latency_unstable"] is True and detail["timing_exclusive"] is False
+    assert detail["timing"]["conditions"]["gpu_name"] == "NVIDIA A40"

@@ -15,7 +15,7 @@ from submissions.admin_services import (
     task_leaderboard_freeze,
     task_leaderboard_set,
 )
-from submissions.leaderboard import leaderboard_user_refresh
+from submissions.leaderboard import leaderboard_differences, leaderboard_user_refresh
 from submissions.models import Submission
 from submissions.selectors import (
     best_rows_computed,
@@ -43,6 +43,7 @@ def assert_in_step(task: Any) -> None:
         assert kept == computed, board
         steps = leaderboard_best_over_time(task=task, board=board)
         assert steps == records_computed(task=task, board=board), board
+    assert leaderboard_differences(task_id=task.pk) == []  # every kept field, both boards
 
 
 def running(task: Any, user: Any, **fields: Any) -> Submission:
@@ -104,9 +105,11 @@ def test_flags_freezes_and_deletes_keep_the_board_in_step(
     b1 = scored(task, bob, 0.8, score_private=0.5, created_at=now - timedelta(days=1))
     scored(task, operator, 0.95, created_at=now)
     assert_in_step(task)
-    submission_flag_set(submission_ids=[a1.pk], flag="hidden", value=True)
+    submission_flag_set(submission_ids=[a1.pk], flag="hidden", value=True, reason="copied")
     assert_in_step(task)
-    submission_flag_set(submission_ids=[b1.pk], flag="disqualified", value=True)
+    submission_flag_set(
+        submission_ids=[b1.pk], flag="disqualified", value=True, reason="two accounts"
+    )
     assert_in_step(task)
     task_leaderboard_set(task_ids=[task.pk], leaderboard_frozen_at=now - timedelta(hours=12))
     assert_in_step(task)

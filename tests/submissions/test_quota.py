@@ -61,15 +61,16 @@ def test_cancelled_and_system_failures_do_not_count_but_a_models_own_failure_doe
 
     quota = quota_get(user=alice, task=task)
 
-    assert (quota.used_today, quota.left_today, quota.left) == (3, 2, 2)
+    # The queued one has not started: it is waiting, not used, but it holds its place.
+    assert (quota.used_today, quota.waiting, quota.left_today, quota.left) == (2, 1, 2, 2)
 
 
 @pytest.mark.django_db
 def test_submissions_older_than_a_day_free_their_slot(alice: Any, make_task: Any) -> None:
     task = make_task(submissions_per_day=2)
-    old = stored(task, alice)
+    old = stored(task, alice, status=Status.SUCCEEDED)
     Submission.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(hours=25))
-    recent = stored(task, alice)
+    recent = stored(task, alice, status=Status.SUCCEEDED)
 
     quota = quota_get(user=alice, task=task)
 
@@ -106,7 +107,12 @@ def test_total_quota_counts_every_day(alice: Any, make_task: Any, queue: Any) ->
     response = upload(client, task.slug, model_bytes(2))
 
     assert response.status_code == 400
-    assert response.json() == {"file": ["You have used all 2 submissions for this task."]}
+    assert response.json() == {
+        "file": [
+            "You have used all 2 submissions for this task. 1 of yours is still waiting to "
+            "start; a submission counts once it starts, and cancelling it gives its place back."
+        ]
+    }
 
 
 @pytest.mark.django_db(transaction=True)
@@ -176,7 +182,7 @@ def test_the_same_file_from_another_user_or_for_another_task_is_no_duplicate(
 @pytest.mark.django_db
 def test_quota_api_and_upload_page_show_what_is_left(alice: Any, make_task: Any) -> None:
     task = make_task(submissions_per_day=3, submissions_total=10)
-    stored(task, alice)
+    stored(task, alice, status=Status.RUNNING, attempts=1)
 
     body = api_as(alice).get(f"/api/tasks/{task.slug}/quota/").json()
     page = Client()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -88,13 +89,69 @@ def test_upload_with_wrong_extension_is_refused(alice: Any, make_task: Any, queu
     assert response.json() == {"file": ["Upload a file with the .onnx extension."]}
 
 
-def test_upload_to_unknown_task_is_404(alice: Any, queue: Any) -> None:
+def test_upload_to_unknown_task_is_a_400_naming_the_task_field(alice: Any, queue: Any) -> None:
     client = token_client("alice", "alice-password-1")
     data = linear_classifier(np.zeros((64, 10)), np.zeros(10))
     response = client.post(
         "/api/submissions/", {"task": "nope", "file": onnx_upload(data)}, format="multipart"
     )
-    assert response.status_code == 404
+    assert response.status_code == 400
+    assert response.json() == {"task": ["No task 'nope'."]}
+
+
+def test_upload_to_a_hidden_task_reads_as_unknown(alice: Any, make_task: Any, queue: Any) -> None:
+    make_task(slug="secret", is_hidden=True)
+    client = token_client("alice", "alice-password-1")
+    data = linear_classifier(np.zeros((64, 10)), np.zeros(10))
+    response = client.post(
+        "/api/submissions/", {"task": "secret", "file": onnx_upload(data)}, format="multipart"
+    )
+    assert response.status_code == 400
+    assert response.json() == {"task": ["No task 'secret'."]}
+    assert Submission.objects.count() == 0
+
+
+@pytest.mark.parametrize("field", ["task", "file", "description"])
+def test_a_field_given_twice_is_refused_naming_it(
+    field: str, alice: Any, make_task: Any, queue: Any
+) -> None:
+    make_task()
+    make_task(slug="other")
+    first, second = (
+        onnx_upload(linear_classifier(np.full((64, 10), v), np.zeros(10))) for v in (0.0, 1.0)
+    )
+    fields: dict[str, Any] = {
+        "task": ["digits", "other"] if field == "task" else "digits",
+        "file": [first, second] if field == "file" else first,
+        "description": ["one", "two"] if field == "description" else "one",
+    }
+    client = token_client("alice", "alice-password-1")
+
+    response = client.post("/api/submissions/", fields, format="multipart")
+
+    assert response.status_code == 400
+    assert response.json() == {field: [f"Give '{field}' once, not 2 times."]}
+    assert Submission.objects.count() == 0
+
+
+def test_an_emoji_only_file_name_is_stored_under_a_visible_name(
+    alice: Any, make_task: Any, queue: Any
+) -> None:
+    make_task()
+    client = token_client("alice", "alice-password-1")
+    data = linear_classifier(np.zeros((64, 10)), np.zeros(10))
+
+    response = client.post(
+        "/api/submissions/",
+        {"task": "digits", "file": onnx_upload(data, "\U0001f600\U0001f680.onnx")},
+        format="multipart",
+    )
+
+    assert response.status_code == 201, response.content
+    stored = Submission.objects.get()
+    assert stored.original_name == "\U0001f600\U0001f680.onnx"  # shown as the user named it
+    assert Path(stored.model_file.name).name.startswith("model")
+    assert stored.model_file.storage.exists(stored.model_file.name)
 
 
 def test_anonymous_upload_is_refused(make_task: Any, queue: Any) -> None:

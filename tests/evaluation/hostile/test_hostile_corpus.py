@@ -12,7 +12,7 @@ from rq.job import Job
 from submissions.models import Submission
 from tests.builders import digits_like, linear_classifier, linear_reference
 from tests.conftest import onnx_upload
-from tests.evaluation.hostile.corpus import GPU_TASK, Case, build_corpus
+from tests.evaluation.hostile.corpus import Case, build_corpus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TIME_LIMIT_S = 2
@@ -49,9 +49,14 @@ def test_every_hostile_upload_gets_its_own_message_and_a_good_model_still_scores
     # 37 uploads in a row: above the hourly upload rate limit, which has tests of its own.
     settings.RATE_LIMITS = {**settings.RATE_LIMITS, "uploads": "1000/hour"}
     arrays = digits_like(n=100, seed=5)
-    limits = dict(time_limit_s=TIME_LIMIT_S, max_model_bytes=200_000, submissions_per_day=1000)
+    # A GPU-class task never reaches this CPU worker: tests/evaluation/test_device_queues.py.
+    limits = dict(
+        time_limit_s=TIME_LIMIT_S,
+        max_model_bytes=200_000,
+        submissions_per_day=1000,
+        queued_per_user=1000,
+    )
     task = make_task(arrays, **limits)
-    make_task(arrays, slug=GPU_TASK, requires_gpu=True, **limits)
     client = client_for(alice)
     cases = build_corpus(worker=worker_name(queue))
 

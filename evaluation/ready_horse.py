@@ -1,0 +1,96 @@
+"""A ready work horse: forked while its worker is idle, warmed up, then handed one job.
+
+rq forks the horse only once it holds a job, so every evaluation used to pay for the fork, a new
+PostgreSQL connection, reading the dataset and (on a GPU) initialising CUDA before its first batch.
+A ready horse pays for them while the worker waits: it opens its database connection, loads the
+dataset of the task its worker ran last, creates a tiny CUDA session (CUDA only in the horse, never
+in the worker), then blocks on a pipe. The worker writes one line there: the job, its queue and its
+rq execution. The horse then runs rq's own ``main_work_horse`` for that job and exits, exactly as a
+freshly forked one: one model per process, the memory limit, the time limits, death with the
+worker, the crash retry and the cancel all stay per model. A job for another task finds no
+preloaded dataset and reads its own, as a fresh horse would. An end of file on the pipe (the worker
+stopped or replaced it) ends the horse without a job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+from dataclasses import dataclass
+
+import onnxruntime as ort
+from django import db
+
+from evaluation.device import CUDA_DEVICE_ID
+from evaluation.jobs import dataset_preload
+from evaluation.selftest import tiny_model
+from submissions.models import Task
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReadyHorse:
+    pid: int
+    write_fd: int  # the worker's end of the pipe; closed once the job is handed over
+
+
+@dataclass(frozen=True)
+class Handover:
+    job_id: str
+    queue_name: str
+    execution_id: str
+
+    def encode(self) -> bytes:
+        return f"{self.job_id} {self.queue_name} {self.execution_id}\n".encode()
+
+    @classmethod
+    def decode(cls, line: bytes) -> Handover:
+        job_id, queue_name, execution_id = line.decode().split()
+        return cls(job_id, queue_name, execution_id)
+
+
+def warm_up(*, task_id: int | None, use_cuda: bool) -> None:
+    """What a horse would do first for its job, done ahead. Nothing here may stop the horse: a
+    step that fails is done again, for real, when the job runs."""
+    try:
+        db.connection.ensure_connection()
+        task = Task.objects.filter(pk=task_id).first() if task_id is not None else None
+        if task is not None and task.dataset.name:
+            dataset_preload(task)
+    except Exception as exc:
+        log.warning("ready work horse: warm-up skipped (%s)", exc)
+    if use_cuda:
+        with contextlib.suppress(Exception):  # the self-test at start already judged CUDA
+            options = {"device_id": CUDA_DEVICE_ID}
+            ort.InferenceSession(tiny_model(), providers=[("CUDAExecutionProvider", options)])
+
+
+def wait_for_job(read_fd: int) -> Handover | None:
+    """Block until the worker hands over a job; None at end of file (no job will come)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker's Ctrl-C is the worker's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with os.fdopen(read_fd, "rb") as pipe:
+        line = pipe.readline()
+    return Handover.decode(line) if line.endswith(b"\n") else None
+
+
+def is_alive(pid: int) -> bool:
+    """Whether the child ``pid`` still runs; reaps it when it has ended."""
+    try:
+        ended, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return ended == 0
+
+
+def stop(horse: ReadyHorse) -> None:
+    """End a ready horse that will get no job (the worker stops), and reap it."""
+    with contextlib.suppress(OSError):
+        os.close(horse.write_fd)  # end of file: the horse exits by itself
+    with contextlib.suppress(OSError):
+        os.killpg(horse.pid, signal.SIGKILL)  # ... or is busy warming up: no need to wait
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(horse.pid, 0)

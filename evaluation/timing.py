@@ -1,0 +1,265 @@
+"""The timing protocol: how long one batch of a model takes, measured so the figure can be trusted.
+
+Pure (no Django, no Redis, no onnxruntime): the runner hands in a callable that runs one batch and
+returns its seconds, a lock to hold while timing, and a callable that reads the device's
+conditions; tests hand in fakes for the first two through the same seams.
+
+The protocol, MLPerf-style: the timing phase runs at least ``min_time_s`` and at least
+``min_batches`` batches in all (so a model that takes microseconds is timed over thousands of
+batches), never more than ``max_time_s`` (a slow model stops early, with at least one batch per
+pass), split evenly over ``passes`` passes. It reports percentiles and the mean over every timed
+batch, and the spread: the relative interquartile range of the pass medians. One slow batch moves
+the p99, not the pass medians; a stretch of interference that spans passes moves the spread, and
+a spread above ``unstable_spread`` marks the result unstable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Protocol
+
+import numpy as np
+
+RunBatch = Callable[[], float]  # runs one batch, returns the seconds it took
+Clock = Callable[[], float]
+Observe = Callable[[], dict[str, Any]]
+# Entered around the timing phase; yields True when the device is held exclusively.
+TimingLock = Callable[[], AbstractContextManager[bool]]
+# The timed batches kept for the submission page's chart; the statistics use all of them.
+KEPT_BATCHES = 500
+
+
+@dataclass(frozen=True)
+class TimingProtocol:
+    """How a task's models are timed. Every field may be set per task (Task.timing)."""
+
+    min_time_s: float = 1.0
+    min_batches: int = 64
+    max_time_s: float = 10.0
+    passes: int = 5
+    unstable_spread: float = 0.05
+    lock_wait_s: float = 60.0
+
+    @classmethod
+    def from_config(
+        cls, config: dict[str, Any], base: TimingProtocol | None = None
+    ) -> TimingProtocol:
+        """``base`` with the keys of ``config`` replaced; ValueError says what is wrong."""
+        unknown = sorted(set(config) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown timing setting(s): {', '.join(unknown)}")
+        values = asdict(base or cls())
+        for key, value in config.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"timing setting {key} must be a number, not {value!r}")
+            values[key] = int(value) if key in ("min_batches", "passes") else float(value)
+            if key in ("min_batches", "passes") and value != values[key]:
+                raise ValueError(f"timing setting {key} must be a whole number")
+        protocol = cls(**values)
+        protocol.check()
+        return protocol
+
+    def check(self) -> None:
+        if self.passes < 1 or self.min_batches < 1:
+            raise ValueError("timing needs at least one pass and one batch")
+        if not 0 <= self.min_time_s <= self.max_time_s:
+            raise ValueError("timing min_time_s must be between 0 and max_time_s")
+        if self.max_time_s <= 0 or self.unstable_spread <= 0 or self.lock_wait_s < 0:
+            raise ValueError("timing max_time_s and unstable_spread must be positive")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Timing:
+    """What the timing phase measured, in milliseconds per batch."""
+
+    p50_ms: float
+    p90_ms: float
+    p95_ms: float
+    p99_ms: float
+    mean_ms: float
+    spread: float  # relative IQR of the pass medians (0.02 = 2 %)
+    unstable: bool
+    exclusive: bool  # the device was held exclusively (False: the lock wait ran out)
+    pass_medians_ms: list[float]
+    batches_per_pass: list[int]
+    duration_s: float
+    lock_wait_s: float
+    started_at: float  # Unix time the timed passes began and ended (the lock was held between)
+    finished_at: float
+    protocol: TimingProtocol
+    conditions: dict[str, Any] = field(default_factory=dict)
+    kept_batches_ms: list[float] = field(default_factory=list)
+
+    @property
+    def batches(self) -> int:
+        return sum(self.batches_per_pass)
+
+    def summary(self) -> dict[str, Any]:
+        """The details stored beside the headline fields (Submission.timing)."""
+        return {
+            "protocol": self.protocol.as_dict(),
+            "batches": self.batches,
+            "batches_per_pass": self.batches_per_pass,
+            "pass_medians_ms": self.pass_medians_ms,
+            "duration_s": self.duration_s,
+            "exclusive": self.exclusive,
+            "lock_wait_s": self.lock_wait_s,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "conditions": self.conditions,
+        }
+
+
+def relative_iqr(values: list[float]) -> float:
+    """(q75 - q25) / median; 0 for a single value or a zero median."""
+    q25, q50, q75 = np.percentile(values, [25, 50, 75])
+    return float((q75 - q25) / q50) if q50 > 0 else 0.0
+
+
+def _one_pass(
+    run_batch: RunBatch, min_batches: int, min_s: float, max_s: float, clock: Clock
+) -> list[float]:
+    """Batches until both minimums are met, or the cap is reached (at least one batch)."""
+    times: list[float] = []
+    append = times.append
+    start = clock()
+    while True:
+        append(run_batch())
+        elapsed = clock() - start
+        if elapsed >= max_s or (len(times) >= min_batches and elapsed >= min_s):
+            return times
+
+
+def time_passes(
+    run_batch: RunBatch, protocol: TimingProtocol, clock: Clock = time.perf_counter
+) -> list[list[float]]:
+    """Seconds per batch, one list per pass."""
+    per_pass = math.ceil(protocol.min_batches / protocol.passes)
+    min_s = protocol.min_time_s / protocol.passes
+    max_s = protocol.max_time_s / protocol.passes
+    return [_one_pass(run_batch, per_pass, min_s, max_s, clock) for _ in range(protocol.passes)]
+
+
+def _kept(ms: np.ndarray) -> list[float]:
+    """At most KEPT_BATCHES evenly spaced batch times, to nanosecond precision."""
+    step = max(1, math.ceil(len(ms) / KEPT_BATCHES))
+    return [round(float(v), 6) for v in ms[::step]]
+
+
+def summarise(passes: list[list[float]], protocol: TimingProtocol, **extra: Any) -> Timing:
+    """Statistics of the timed passes (seconds in, milliseconds out)."""
+    ms = np.concatenate([np.asarray(p) for p in passes]) * 1000.0
+    medians = [float(np.median(p)) * 1000.0 for p in passes]
+    p50, p90, p95, p99 = (float(v) for v in np.percentile(ms, [50, 90, 95, 99]))
+    spread = relative_iqr(medians)
+    return Timing(
+        p50_ms=p50,
+        p90_ms=p90,
+        p95_ms=p95,
+        p99_ms=p99,
+        mean_ms=float(ms.mean()),
+        spread=spread,
+        unstable=spread > protocol.unstable_spread,
+        pass_medians_ms=medians,
+        batches_per_pass=[len(p) for p in passes],
+        protocol=protocol,
+        kept_batches_ms=_kept(ms),
+        **extra,
+    )
+
+
+@contextlib.contextmanager
+def no_lock() -> Iterator[bool]:
+    """For callers without a shared device to guard (the pure runner's default)."""
+    yield False
+
+
+class ScoringGate(Protocol):
+    """How a scoring phase gives the device to another worker's timing, asked between batches."""
+
+    def due(self) -> bool:
+        """A timing holds or waits for the device: give way before the next batch (cheap)."""
+        ...
+
+    def give_way(self, limit_s: float) -> float:
+        """Wait until no timing holds or waits for the device, at most ``limit_s``; the seconds
+        waited."""
+        ...
+
+
+class Alone:
+    """Nobody to give way to."""
+
+    def due(self) -> bool:
+        return False
+
+    def give_way(self, limit_s: float) -> float:
+        return 0.0
+
+
+@contextlib.contextmanager
+def scoring_alone() -> Iterator[ScoringGate]:
+    """For callers without a shared device: nobody to give way to."""
+    yield Alone()
+
+
+# Entered around the scoring phase; yields what the scoring loop asks between batches.
+ScoringTurn = Callable[[], AbstractContextManager[ScoringGate]]
+
+
+@dataclass(frozen=True)
+class TimingHooks:
+    """What the caller (the job) lends the timing phase: the device's lock, a reading of its
+    conditions while timed, and facts about it that do not change (driver, versions, class);
+    and to the scoring phase before it, the turn in which it gives way to other workers' timings
+    on the same device."""
+
+    lock: TimingLock = no_lock
+    observe: Observe = dict
+    facts: dict[str, Any] = field(default_factory=dict)
+    scoring: ScoringTurn = scoring_alone
+
+
+def measure(
+    run_batch: RunBatch,
+    protocol: TimingProtocol,
+    *,
+    lock: TimingLock = no_lock,
+    observe: Observe = dict,
+    warm_up: Callable[[], None] = lambda: None,
+    clock: Clock = time.perf_counter,
+) -> Timing:
+    """The timing phase: take the device's lock, warm up, time the passes, release.
+
+    ``observe`` reads the conditions (clocks, temperature) at the start and the end of the timed
+    passes, inside the lock, so they describe the device as it was while it was timed.
+    """
+    asked = time.monotonic()
+    with lock() as exclusive:
+        waited = time.monotonic() - asked
+        warm_up()
+        before = observe()
+        started = time.time()
+        began = clock()
+        passes = time_passes(run_batch, protocol, clock)
+        duration = clock() - began
+        finished = time.time()
+        after = observe()
+    return summarise(
+        passes,
+        protocol,
+        exclusive=bool(exclusive),
+        duration_s=duration,
+        lock_wait_s=waited,
+        started_at=started,
+        finished_at=finished,
+        conditions={"start": before, "end": after},
+    )

@@ -1,0 +1,11 @@
+"""Filters for measured figures; the formatting rules themselves live in submissions.display."""
+
+from __future__ import annotations
+
+from django import template
+
+from submissions.display import format_latency, format_spread
+
+register = template.Library()
+register.filter("latency", format_latency)
+register.filter("spread", format_spread)

@@ -1,0 +1,85 @@
+"""The ready work horse (evaluation/ready_horse.py): forked and warmed up while its worker is
+idle, it still runs exactly one model per process and is replaced after each job; it dies with its
+worker, and a cancel that lands before it starts the model wins. Real worker processes on the test
+Redis and database (see fleet_support)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psutil
+import pytest
+
+from submissions import services
+from submissions.models import Submission
+from tests.evaluation.fleet_support import (
+    fast_model,
+    final,
+    horse_gone,
+    online_workers,
+    start_worker,
+    submit,
+    wait_for,
+)
+
+_ = start_worker  # a fixture, used by name
+
+
+def ready_horse_of(worker_pid: int) -> int | None:
+    """The worker's one child while it is idle: its ready horse."""
+    try:
+        children = psutil.Process(worker_pid).children()
+    except psutil.NoSuchProcess:
+        return None
+    live = [c.pid for c in children if c.status() != psutil.STATUS_ZOMBIE]
+    return live[0] if len(live) == 1 else None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_ready_horse_runs_one_job_and_is_replaced_after_it(
+    start_worker: Any, queue: Any, alice: Any, make_task: Any
+) -> None:
+    worker = start_worker("ready-a")
+    wait_for("the worker online", lambda: "ready-a" in online_workers(queue), 60, [worker])
+    first = wait_for("a ready horse", lambda: ready_horse_of(worker.pid), 30, [worker])
+    task = make_task(submissions_per_day=10)
+
+    done = submit(alice, task, fast_model())
+    scored = wait_for("scored", lambda: final(done), 60, [worker])
+    assert scored.status == Submission.Status.SUCCEEDED, scored.error_message
+    assert horse_gone(first)  # the horse that ran it exited
+    second = wait_for("the next ready horse", lambda: ready_horse_of(worker.pid), 30, [worker])
+    assert second != first
+
+    again = submit(alice, task, fast_model())
+    assert wait_for("scored", lambda: final(again), 60, [worker]).status == "succeeded"
+    assert horse_gone(second)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_ready_horse_dies_with_its_worker(start_worker: Any, queue: Any) -> None:
+    worker = start_worker("ready-b")
+    horse = wait_for("a ready horse", lambda: ready_horse_of(worker.pid), 60, [worker])
+    worker.kill()  # SIGKILL: no teardown runs, only the kernel's parent-death signal
+    wait_for("the ready horse gone", lambda: horse_gone(horse), 10, [worker])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_that_reaches_a_ready_horse_before_it_starts_wins(
+    start_worker: Any, queue: Any, alice: Any, make_task: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = make_task(submissions_per_day=10)
+    submission = submit(alice, task, fast_model())
+    # The cancel flips the row while its job stays queued, as when the worker has already taken
+    # the job and handed it to the ready horse: the horse must not run the model.
+    monkeypatch.setattr(services, "_stop_job", lambda job_id: None)
+    assert services.submission_cancel(submission_id=submission.pk, user=alice)
+    assert queue.count == 1
+
+    worker = start_worker("ready-c")
+    wait_for("the job taken", lambda: queue.count == 0, 60, [worker])
+    job = wait_for("the job done", lambda: queue.fetch_job(submission.job_id).latest_result(), 60)
+    assert str(job.return_value).startswith("skipped")
+    current = Submission.objects.get(pk=submission.pk)
+    assert current.status == Submission.Status.CANCELLED and current.score is None
+    wait_for("a new ready horse", lambda: ready_horse_of(worker.pid), 30, [worker])

@@ -1,0 +1,72 @@
+"""The upload request does the least it can: one INSERT that already names the job, the job
+enqueued under that id after the commit, one Redis connection pool per process, and the checks
+before the INSERT served by indexes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from evaluation.queues import class_queue, evaluation_redis
+from submissions import services
+from submissions.models import Submission
+from tests.builders import linear_classifier
+from tests.conftest import onnx_upload
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def upload(user: Any, task: Any, seed: int = 0) -> Submission:
+    rng = np.random.default_rng(seed)
+    model = linear_classifier(rng.normal(size=(64, 10)), rng.normal(size=10))
+    return services.submission_create(user=user, task=task, upload=onnx_upload(model))
+
+
+def test_an_upload_writes_its_job_id_with_the_row_in_one_insert_and_no_update(
+    alice: Any, make_task: Any, queue: Any
+) -> None:
+    task = make_task()
+    with CaptureQueriesContext(connection) as queries:
+        submission = upload(alice, task)
+    writes = [
+        q["sql"].split()[0]
+        for q in queries.captured_queries
+        if "submissions_submission" in q["sql"] and not q["sql"].startswith("SELECT")
+    ]
+    assert writes == ["INSERT"]
+    assert submission.job_id
+    assert Submission.objects.get(pk=submission.pk).job_id == submission.job_id
+    assert queue.job_ids == [submission.job_id]  # enqueued under the id the row already had
+
+
+def test_uploads_in_one_process_share_one_redis_client(
+    alice: Any, make_task: Any, queue: Any
+) -> None:
+    task = make_task(submissions_per_day=10)
+    client = evaluation_redis()
+    pool = client.connection_pool
+    for seed in range(3):
+        upload(alice, task, seed)
+    assert evaluation_redis() is client
+    assert class_queue("cpu").connection is client
+    assert pool._created_connections <= 1  # the uploads reused one connection, none per request
+    assert queue.count == 3
+
+
+def test_the_duplicate_and_quota_checks_are_served_by_indexes(alice: Any, make_task: Any) -> None:
+    names = {
+        index.name
+        for index in Submission._meta.indexes
+        if index.name  # declared on the model
+    }
+    assert {"submission_duplicate_idx", "submission_quota_idx"} <= names
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'submissions_submission'"
+        )
+        present = {row[0] for row in cursor.fetchall()}
+    assert {"submission_duplicate_idx", "submission_quota_idx"} <= present
