@@ -69,7 +69,7 @@ def board_fragments(
             task=task,
             rule=rule,
             rows=shown.listed,
-            viewer_id=viewer,
+            own_submission_id=shown.own_submission_id,
             by_rank=shown.sort == "rank" and not shown.descending,
         ),
         **_charts(task, board, rule),

@@ -338,7 +338,7 @@ def leaderboard_rows_html(
     task: Task,
     rule: ranking.Rule,
     rows: Sequence[tuple[bool, LeaderboardRow]],
-    viewer_id: int | None,
+    own_submission_id: int | None,
     by_rank: bool = True,
 ) -> SafeString:
     """The board's <tr>s, with a divider above the first entry outside the rule when sorted by
@@ -357,7 +357,8 @@ def leaderboard_rows_html(
                 "task's rule (the reason is under each name)</td></tr>"
             )
         ranked_before = row.ranked
-        parts.append(_row_html(task, rule, row, row.submission.user_id == viewer_id))
+        # "you": the viewer's own row, or their team's whoever uploaded its best entry
+        parts.append(_row_html(task, rule, row, row.submission.pk == own_submission_id))
     return mark_safe("\n".join(parts))  # every part was built by format_html
 
 

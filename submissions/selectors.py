@@ -88,6 +88,7 @@ class LeaderboardPage:
     board: str
     rows: list[LeaderboardRow]
     mine: LeaderboardRow | None  # the viewer's own row when it is not on this page
+    own_submission_id: int | None  # the submission behind the viewer's (or their team's) row
     total: int
     page: int
     pages: int
@@ -421,6 +422,7 @@ def leaderboard_page(
         board=board,
         rows=shown,
         mine=None if on_page else own,
+        own_submission_id=own.submission.pk if own is not None else None,
         total=total,
         page=page,
         pages=pages,

@@ -3,6 +3,7 @@ quota and one board row for the whole team; a solo participant is untouched by a
 
 from __future__ import annotations
 
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -326,3 +327,23 @@ def test_operators_see_and_disband_a_team_in_the_admin(
     assert not Team.objects.exists()
     assert names(team_task) == ["bob"]
     assert_in_step(team_task)
+
+
+def test_every_member_sees_the_teams_row_as_their_own(
+    team_task: Any, alice: Any, bob: Any, carol: Any
+) -> None:
+    team = team_create(user=alice, task=team_task, name="Lab A")
+    join(bob, team)
+    scored(team_task, bob, 0.9)  # the team's best entry is bob's upload
+    scored(team_task, carol, 0.5)
+
+    def row_classes(user: Any) -> dict[str, str]:
+        client = Client()
+        client.force_login(user)
+        page = client.get(team_task.get_absolute_url()).content.decode()
+        rows = re.findall(r'<tr class="([^"]*)" data-user="(\w+)">', page)
+        return {who: classes for classes, who in rows}
+
+    assert row_classes(alice) == {"bob": "mine", "carol": ""}  # alice uploaded nothing herself
+    assert row_classes(bob) == {"bob": "mine", "carol": ""}
+    assert row_classes(carol) == {"bob": "", "carol": "mine"}
