@@ -95,7 +95,11 @@ _CHART_SLOT = {BOARD_PRIVATE: -2}  # any other board: -1
 
 
 def _lock(task_id: int, slot: int, *, shared: bool = False) -> None:
-    """Wait for one of the advisory locks above; held until the transaction ends."""
+    """Wait for one of the advisory locks above; held until the transaction ends. SQLite has
+    none and needs none: its transactions take the database's write lock up front, so one
+    refresh runs at a time (portal.settings, the embedded default)."""
+    if connection.vendor != "postgresql":
+        return
     function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {function}(%s, %s)", [task_id, slot])

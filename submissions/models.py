@@ -129,7 +129,8 @@ class Task(models.Model):
     queued_per_user = models.PositiveIntegerField(
         default=5,
         validators=[MinValueValidator(1)],
-        help_text="How many submissions one user may have queued or running at once.",
+        help_text="How many submissions one entrant (a user alone, or a team) may have queued or "
+        "running at once.",
     )
     timing = models.JSONField(
         default=dict,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
@@ -35,10 +35,13 @@ def team_id_of(*, user: Any, task: Task) -> int | None:
     return memberships.values_list("team_id", flat=True).first()
 
 
-def entrant_submissions(*, user: Any, task: Task) -> QuerySet[Submission]:
+def entrant_submissions(
+    *, user: Any, task: Task, team_id: int | Literal["look up"] | None = "look up"
+) -> QuerySet[Submission]:
     """The submissions of whom ``user`` uploads for on ``task``: their team's (every member's),
-    or, alone, their own made outside any team."""
-    team_id = team_id_of(user=user, task=task)
+    or, alone, their own made outside any team. ``team_id``: theirs, when the caller knows it."""
+    if team_id == "look up":
+        team_id = team_id_of(user=user, task=task)
     if team_id is not None:
         return Submission.objects.filter(team_id=team_id)
     return Submission.objects.filter(user=user, task=task, team__isnull=True)

@@ -39,7 +39,13 @@ from submissions.dataset_cache import cached_copy
 from submissions.leaderboard import leaderboard_submissions_changed
 from submissions.models import DatasetVersion, Submission, Task, Team
 from submissions.notifications import notification_record
-from submissions.quotas import RESCORE, quota_get, submissions_counted, team_id_of
+from submissions.quotas import (
+    RESCORE,
+    entrant_submissions,
+    quota_get,
+    submissions_counted,
+    team_id_of,
+)
 from submissions.turns import RERUN_PRIORITY
 
 log = logging.getLogger(__name__)
@@ -96,18 +102,21 @@ def _check_quota(*, user: Any, task: Task) -> None:
         raise SubmissionRefused("file", message)
 
 
-def _check_waiting_limit(*, user: Any, task: Task) -> None:
-    """A user may have only ``task.queued_per_user`` submissions queued or running per task, so
-    nobody fills the queue; called with the user's row locked, like the quota check."""
+def _check_waiting_limit(*, user: Any, task: Task, team_id: int | None) -> None:
+    """An entrant (a user alone, or a whole team) may have only ``task.queued_per_user``
+    submissions queued or running per task, so nobody fills the queue; called with the user's
+    row (and their team's) locked, like the quota check."""
     active = (
-        Submission.objects.filter(user=user, task=task, status__in=[Status.QUEUED, Status.RUNNING])
-        .exclude(RESCORE)  # the operator's re-scores are not the user's to wait for
+        entrant_submissions(user=user, task=task, team_id=team_id)
+        .filter(status__in=[Status.QUEUED, Status.RUNNING])
+        .exclude(RESCORE)  # the operator's re-scores are not the entrant's to wait for
         .count()
     )
     if active >= task.queued_per_user:
+        who = "Your team already has" if team_id is not None else "You already have"
         raise SubmissionRefused(
             "file",
-            f"You already have {active} submission(s) queued or running for this task, the most "
+            f"{who} {active} submission(s) queued or running for this task, the most "
             f"allowed at once ({task.queued_per_user}). Upload again when one has finished, or "
             "cancel one you no longer need.",
         )
@@ -187,7 +196,7 @@ def _store_and_enqueue(
                     raise SubmissionRefused("file", "Your team changed; please upload again.")
             _check_duplicate(user=user, task=task, sha256=sha256)
             _check_quota(user=user, task=task)
-            _check_waiting_limit(user=user, task=task)
+            _check_waiting_limit(user=user, task=task, team_id=team_id)
             stored = Submission(
                 user=user,
                 task=task,

@@ -4,9 +4,10 @@ The database decides, so the order survives the loss of Redis. Among the queued 
 the classes a worker serves, the next one is chosen by:
 
 1. ``priority`` (operator re-runs) and then baselines, first;
-2. the submission's turn: 1 for each user's oldest queued submission, 2 for their second, ...
-   so one user's fifty uploads wait behind every other user's first;
-3. within a turn, the user who started an evaluation least recently (never: first);
+2. the submission's turn: 1 for each entrant's oldest queued submission, 2 for their second,
+   ... so one user's fifty uploads wait behind every other user's first (an entrant is a user
+   alone, or a team: its members share their turns as they share their quota);
+3. within a turn, the entrant who started an evaluation least recently (never: first);
 4. then upload time.
 
 The worker (evaluation/worker.py) pops any job of its queues and swaps it for the job of the
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import F, OuterRef, QuerySet, Subquery, Window
+from django.db.models import BigIntegerField, Case, F, OuterRef, Q, QuerySet, Subquery, When, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
@@ -35,14 +36,27 @@ RECENT_RUNS = 50
 RERUN_PRIORITY = 10
 
 
-def fair_order(*, classes: Sequence[str]) -> QuerySet[Submission]:
-    """The queued submissions of these device classes, next to start first."""
-    last_start = (
+def _entrant_last_start(classes: Sequence[str], **entrant: Any) -> Subquery:
+    return Subquery(
         Submission.objects.filter(
-            user=OuterRef("user"), task__device_class__slug__in=classes, started_at__isnull=False
+            **entrant, task__device_class__slug__in=classes, started_at__isnull=False
         )
         .order_by("-started_at")
         .values("started_at")[:1]
+    )
+
+
+def fair_order(*, classes: Sequence[str]) -> QuerySet[Submission]:
+    """The queued submissions of these device classes, next to start first. Turns are an
+    entrant's: a team's members take them together, as they share one quota."""
+    in_team = Q(team__isnull=False)
+    # One partition per entrant: a team by its id (negated, so never a user's), else the user.
+    entrant = Case(
+        When(in_team, then=-F("team_id")), default=F("user_id"), output_field=BigIntegerField()
+    )
+    last_start = Case(
+        When(in_team, then=_entrant_last_start(classes, team=OuterRef("team"))),
+        default=_entrant_last_start(classes, user=OuterRef("user"), team__isnull=True),
     )
     first = [F("priority").desc(), F("is_baseline").desc()]
     return (
@@ -50,15 +64,15 @@ def fair_order(*, classes: Sequence[str]) -> QuerySet[Submission]:
         .annotate(
             turn=Window(
                 RowNumber(),
-                partition_by=[F("user_id")],
+                partition_by=[entrant],
                 order_by=[*first, F("created_at").asc(), F("id").asc()],
             ),
-            user_last_start=Subquery(last_start),
+            entrant_last_start=last_start,
         )
         .order_by(
             *first,
             "turn",
-            F("user_last_start").asc(nulls_first=True),
+            F("entrant_last_start").asc(nulls_first=True),
             "created_at",
             "id",
         )

@@ -21,6 +21,7 @@ from evaluation.worker import EvaluationWorker
 from submissions.models import DeviceClass, Submission
 from submissions.quotas import quota_get
 from submissions.services import submission_cancel, submission_rerun
+from submissions.teams import team_create, team_invite_create, team_join
 from tests.conftest import onnx_upload
 from tests.evaluation.fleet_support import (
     fast_model,
@@ -135,6 +136,26 @@ def test_user_bs_single_job_starts_before_user_as_tenth(
     assert row(bobs).started_at < row(alices[1]).started_at
 
 
+def test_a_teams_members_share_their_turns(
+    queue: Any, alice: Any, bob: Any, django_user_model: Any, make_task: Any, settings: Any
+) -> None:
+    settings.EVAL_DEVICE = "cpu"
+    task = make_task(submissions_per_day=100, queued_per_user=20, max_team_size=2)
+    team = team_create(user=alice, task=task, name="Lab A")
+    team_join(user=bob, code=team_invite_create(user=alice, team=team).code)
+    carol = django_user_model.objects.create_user("carol")
+    alices = [submit(alice, task, fast_model()) for _ in range(2)]
+    bobs = submit(bob, task, fast_model())
+    carols = submit(carol, task, fast_model())
+
+    cpu_worker(queue).work(burst=True, with_scheduler=False)
+
+    starts = sorted(Submission.objects.all(), key=lambda s: s.started_at)
+    # Lab A's first, carol's first, then Lab A's second and third: bob's first upload is his
+    # team's second turn, not a turn of his own.
+    assert [s.pk for s in starts] == [alices[0].pk, carols.pk, alices[1].pk, bobs.pk]
+
+
 def test_an_operator_rerun_and_a_baseline_go_first(
     queue: Any, alice: Any, bob: Any, make_task: Any, settings: Any
 ) -> None:
@@ -189,6 +210,27 @@ def test_the_per_user_limit_of_queued_submissions_refuses_with_a_message(
     }
     assert Submission.objects.count() == 2 and queue.count == 2
     submit(bob, task, fast_model())  # the limit is per user
+
+
+def test_a_teams_members_share_its_limit_of_queued_submissions(
+    queue: Any, alice: Any, bob: Any, make_task: Any
+) -> None:
+    task = make_task(submissions_per_day=100, queued_per_user=2, max_team_size=2)
+    team = team_create(user=alice, task=task, name="Lab A")
+    team_join(user=bob, code=team_invite_create(user=alice, team=team).code)
+    submit(alice, task, fast_model())
+    client = APIClient()
+    client.force_authenticate(bob)
+
+    codes = [api_upload(client, task.slug).status_code for _ in range(2)]
+
+    assert codes == [201, 400]
+    assert (
+        api_upload(client, task.slug)
+        .json()["file"][0]
+        .startswith("Your team already has 2 submission(s) queued or running for this task")
+    )
+    assert Submission.objects.filter(team=team).count() == 2
 
 
 def test_the_queue_api_gives_positions_and_estimates_per_class(
