@@ -148,7 +148,7 @@ def evaluate_submission(submission_id: int) -> str:
         )
         return "failed"
     except JobTimeoutException:
-        # rq's own timeout (the task's limit plus the margin for loading and saving): the model
+        # rq's own timeout (the sum of the phases' bounds, services.job_timeout_s): the model
         # kept the horse busy that long, which is the model's doing, not ours, and not retried.
         services.submission_fail(
             submission_id=submission_id,

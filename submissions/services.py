@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import math
 import os
 import re
 import tempfile
@@ -35,6 +36,7 @@ from rq.job import Job, JobStatus
 from evaluation.inspect import ModelInfo, ModelRejected, check_file_name, inspect_model
 from evaluation.queues import class_queue, evaluation_redis
 from evaluation.runner import EvalResult
+from evaluation.timing import TimingProtocol
 from submissions.dataset_cache import cached_copy
 from submissions.leaderboard import leaderboard_submissions_changed
 from submissions.models import DatasetVersion, Submission, Task, Team
@@ -50,8 +52,12 @@ from submissions.turns import RERUN_PRIORITY
 
 log = logging.getLogger(__name__)
 Status = Submission.Status
-# Seconds the rq job may run beyond the task's own limit: loading, scoring, saving.
+# Seconds the rq job may run beyond the bounds of its phases (job_timeout_s): reading the model
+# and the dataset, writing progress and the result.
 JOB_TIMEOUT_MARGIN_S = 300
+# rq lets a horse run this long past its job's timeout before it kills it: a stopping worker must
+# be given the job timeout plus this (compose's stop_grace_period, Kubernetes' grace period).
+RQ_KILL_WAIT_S = 60
 
 
 @dataclass
@@ -231,8 +237,19 @@ class _PlannedJob:
     job_timeout: int
 
 
+def job_timeout_s(*, time_limit_s: int, timing: TimingProtocol) -> int:
+    """The rq timeout of an evaluation: the sum of the bounds of its phases, so that rq's kill
+    only ever ends a horse that overran one of them. Session creation and scoring are bounded by
+    the task's time limit each, and scoring gives way to other workers' timings for at most the
+    limit again (evaluation/runner.py, GiveWay); then the wait for the device's timing lock and
+    the timing itself (the task's protocol); then the margin for loading and saving."""
+    timing_s = timing.lock_wait_s + timing.max_time_s
+    return math.ceil(3 * time_limit_s + timing_s) + JOB_TIMEOUT_MARGIN_S
+
+
 def _planned_job(task: Task, job_id: str) -> _PlannedJob:
-    return _PlannedJob(job_id, task.device_class_slug, task.time_limit_s + JOB_TIMEOUT_MARGIN_S)
+    timeout = job_timeout_s(time_limit_s=task.time_limit_s, timing=task.timing_protocol())
+    return _PlannedJob(job_id, task.device_class_slug, timeout)
 
 
 def new_job_id() -> str:

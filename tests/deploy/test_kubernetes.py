@@ -18,14 +18,14 @@ import pytest
 import yaml
 
 from evaluation.queues import queue_name
+from evaluation.timing import TimingProtocol
 from submissions.models import Task
-from submissions.services import JOB_TIMEOUT_MARGIN_S
+from submissions.services import RQ_KILL_WAIT_S, job_timeout_s
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "kubernetes"
 OVERLAYS = sorted(p.name for p in (K8S / "overlays").iterdir() if p.is_dir())
 KUBERNETES_VERSION = "1.30.0"  # the oldest minor release still maintained upstream
-RQ_KILL_WAIT_S = 60  # rq waits this long past a job's timeout before killing its horse
 SECRET_DIR = "/run/secrets/portal"
 POD_KINDS = {"Deployment", "StatefulSet", "Job"}
 
@@ -158,7 +158,8 @@ def test_a_stopped_worker_has_time_to_finish_the_longest_evaluation(overlay: str
         longest = int(deployment["metadata"]["annotations"]["portal/longest-time-limit-s"])
         assert longest >= default_limit
         grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-        assert grace >= longest + JOB_TIMEOUT_MARGIN_S + RQ_KILL_WAIT_S, deployment["metadata"]
+        job_s = job_timeout_s(time_limit_s=longest, timing=TimingProtocol())  # its defaults
+        assert grace >= job_s + RQ_KILL_WAIT_S, deployment["metadata"]
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

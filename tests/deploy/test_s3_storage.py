@@ -152,7 +152,7 @@ def test_signed_model_url_works_and_outlives_the_longest_job(
     url = submission.model_file.url
     expires = int(parse_qs(urlsplit(url).query)["X-Amz-Expires"][0])
     assert expires == s3_storage["AWS_QUERYSTRING_EXPIRE"]
-    assert expires > task.time_limit_s + services.JOB_TIMEOUT_MARGIN_S
+    assert expires > services.job_timeout_s(time_limit_s=3600, timing=task.timing_protocol())
     with urllib.request.urlopen(url, timeout=10) as response:
         assert response.read() == model
     assert _anonymous_get(url.split("?")[0]) == 403

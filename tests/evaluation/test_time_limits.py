@@ -51,7 +51,7 @@ def test_a_model_that_hangs_while_its_session_is_created_fails_at_the_tasks_limi
 ) -> None:
     submission = submit(alice, make_task(time_limit_s=2), slow_to_load(matmuls=2000))
 
-    run_worker()  # a real worker: the horse it forks is ended at 2 s, not at 2 + 300 + 60 s
+    run_worker()  # a real worker: the horse it forks is ended at 2 s, not at the job timeout + 60 s
 
     failed = Submission.objects.get(pk=submission.pk)
     assert failed.status == "failed", failed.log
