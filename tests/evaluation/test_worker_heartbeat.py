@@ -213,7 +213,7 @@ def test_a_heartbeat_replaces_the_workers_state_in_one_transaction(
     command on it runs inside MULTI/EXEC, as Redis itself reports them (MONITOR)."""
     key = heartbeat.worker_key(worker.name)
     worker.publish_heartbeat(force=True)
-    db = queue.connection.connection_pool.connection_kwargs.get("db", 0)
+    db = queue.connection.connection_pool.connection_kwargs.get("db") or 0  # None: 0
     seen: list[tuple[str, bool]] = []  # (command, inside MULTI/EXEC)
     with queue.connection.monitor() as monitor:
         worker.publish_heartbeat(force=True)

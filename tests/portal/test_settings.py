@@ -72,7 +72,8 @@ def test_api_authentication_is_our_token_or_the_session_only() -> None:
     assert not apps.is_installed("rest_framework.authtoken")
 
 
-@pytest.mark.django_db
+# Outside a test transaction: SQLite's schema editor cannot run inside one.
+@pytest.mark.django_db(transaction=True)
 def test_the_unused_authtoken_tables_are_dropped_from_an_old_database() -> None:
     with connection.schema_editor() as editor:
         editor.execute("CREATE TABLE authtoken_token (key varchar(40) PRIMARY KEY)")
@@ -95,7 +96,7 @@ def test_the_unused_authtoken_tables_are_dropped_from_an_old_database() -> None:
     assert not Permission.objects.filter(codename="add_token").exists()
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_dropping_authtoken_from_a_new_database_changes_nothing() -> None:
     tables = connection.introspection.table_names()
 
