@@ -91,7 +91,10 @@ def _charts(task: Task, board: str, rule: Rule) -> dict[str, Any]:
         # hundreds of milliseconds, the whole page's budget.
         found = {
             "chart_html": _chart_html(chart, kind="step"),
-            "pareto_html": _chart_html(pareto, kind="scatter", label="score against latency"),
+            "pareto_html": _chart_html(
+                pareto.chart if pareto else None, kind="scatter", label="score against latency"
+            ),
+            "pareto_note": pareto.note if pareto else "",
         }
         cache.set(key, found, FRAGMENT_TTL_S)
     return found

@@ -362,22 +362,59 @@ def leaderboard_rows_html(
     return mark_safe("\n".join(parts))  # every part was built by format_html
 
 
-def pareto_chart(*, task: Task, rule: ranking.Rule, points: Sequence[SpeedPoint]) -> Chart | None:
+# Entries drawn on the score-versus-latency chart besides its front: the best-ranked ones. Each
+# point is an SVG element with its label; 10,000 of them made the page about a megabyte.
+PARETO_OTHERS_DRAWN = 500
+
+
+@dataclass(frozen=True)
+class ParetoChart:
+    chart: Chart
+    front: int  # points on the front
+    drawn: int  # points on the chart, the front's included
+    entries: int  # entries timed on the task's device class (the front is taken over all)
+
+    @property
+    def note(self) -> str:
+        """What the caption says when not every entry is drawn."""
+        if self.drawn == self.entries:
+            return ""
+        return (
+            f"Drawn: the front and the {self.drawn - self.front:,} best-ranked of "
+            f"{self.entries:,} entries."
+        )
+
+
+def pareto_chart(
+    *, task: Task, rule: ranking.Rule, points: Sequence[SpeedPoint]
+) -> ParetoChart | None:
     """Score against p50 latency of the board's entries timed on the task's device class, the
-    Pareto front (no entry both faster and better) joined by the line."""
+    Pareto front (no entry both faster and better) joined by the line. ``points`` come in rank
+    order; on a large board the front is drawn with the ``PARETO_OTHERS_DRAWN`` best-ranked
+    others only."""
     shown = [
         p
         for p in points
         if not ranking.timed_elsewhere(rule, ranking.Measures(None, device_class=p.device_class))
     ]
-    xy = [(p.latency_p50_ms, p.score) for p in shown]
-    front = ranking.pareto_front(xy, higher_is_better=task.higher_is_better)
-    on_front = set(front)
-    labels = [
-        f"{p.username} · {task.metric} {p.score:.4f} · {format_latency(p.latency_p50_ms)}"
-        + (" · on the Pareto front" if i in on_front else "")
-        for i, p in enumerate(shown)
-    ]
-    return scatter_chart(
-        [x for x, _ in xy], [y for _, y in xy], labels, front, x_unit=format_latency
+    front = ranking.pareto_front(
+        [(p.latency_p50_ms, p.score) for p in shown], higher_is_better=task.higher_is_better
     )
+    on_front = set(front)
+    others = [i for i in range(len(shown)) if i not in on_front][:PARETO_OTHERS_DRAWN]
+    drawn = sorted(on_front.union(others))
+    position = {i: n for n, i in enumerate(drawn)}
+    labels = [
+        f"{shown[i].username} · {task.metric} {shown[i].score:.4f} · "
+        f"{format_latency(shown[i].latency_p50_ms)}"
+        + (" · on the Pareto front" if i in on_front else "")
+        for i in drawn
+    ]
+    chart = scatter_chart(
+        [shown[i].latency_p50_ms for i in drawn],
+        [shown[i].score for i in drawn],
+        labels,
+        [position[i] for i in front],
+        x_unit=format_latency,
+    )
+    return ParetoChart(chart, len(front), len(drawn), len(shown)) if chart is not None else None

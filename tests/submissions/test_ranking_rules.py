@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.test import Client
 
+from submissions import display
 from submissions.admin_services import leaderboard_top_retime, task_ranking_rule_set
 from submissions.leaderboard import leaderboard_differences
 from submissions.models import Submission
@@ -239,3 +240,22 @@ def test_the_operator_re_times_the_top_ranked_entries_at_re_run_priority(board: 
     assert {(s.status, s.priority) for s in queued} == {("queued", RERUN_PRIORITY)}
     assert [r["user"] for r in api_rows()] == ["bob"]  # off the board until re-timed
     in_step()
+
+
+def test_a_large_boards_chart_draws_its_front_and_the_best_ranked_others(
+    board: Any, django_user_model: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(display, "PARETO_OTHERS_DRAWN", 2)
+    # Four more entries, each slower and weaker than alice's or the baseline: none on the front.
+    for n, (score, ms) in enumerate([(0.79, 12.0), (0.78, 13.0), (0.60, 2.0), (0.50, 3.0)]):
+        user = django_user_model.objects.create_user(f"extra{n}")
+        scored(board["task"], user, score, **timed(ms))
+
+    page = Client().get(PAGE).content.decode()
+    figure = page.split("data-pareto>")[1].split("</figure>")[0]
+
+    assert figure.count('class="dot front"') == 3  # the front is drawn whole
+    assert figure.count('class="dot"') == 2  # and the two best-ranked others
+    assert "extra0 · accuracy 0.7900" in figure and "extra1 · accuracy 0.7800" in figure
+    assert "extra2" not in figure and "extra3" not in figure
+    assert "Drawn: the front and the 2 best-ranked of 7 entries." in figure
