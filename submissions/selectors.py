@@ -57,7 +57,7 @@ def task_counts(*, task: Task) -> TaskCounts:
     """Submissions to ``task`` and the users who made them; the operators' baselines are not
     participants and their models are not counted. Kept in the shared cache for
     ``TASK_COUNTS_TTL_S``: counting 100,000 submissions was most of a cached board page's time."""
-    key = f"task-counts{settings.BOARD_CACHE_NAMESPACE}:{task.pk}"
+    key = _task_counts_key(task)
     found = cache.get(key)
     if found is None:
         counts = Submission.objects.filter(task=task, is_baseline=False).aggregate(
@@ -66,6 +66,15 @@ def task_counts(*, task: Task) -> TaskCounts:
         found = (counts["participants"], counts["submissions"])
         cache.set(key, found, TASK_COUNTS_TTL_S)
     return TaskCounts(participants=found[0], submissions=found[1])
+
+
+def forget_task_counts(*, task: Task) -> None:
+    """Drop ``task``'s cached counts: the next ``task_counts`` counts again."""
+    cache.delete(_task_counts_key(task))
+
+
+def _task_counts_key(task: Task) -> str:
+    return f"task-counts{settings.BOARD_CACHE_NAMESPACE}:{task.pk}"
 
 
 def task_files_listed(*, task: Task, user: Any) -> QuerySet[TaskFile]:
