@@ -7,11 +7,13 @@
   model on the same host, over and over: a scoring stretch (its dataset's batches) then a timing
   phase of its own. With the lock both timing phases take the host's CPU timing lock in Redis
   and the neighbour's scoring gives way to a timing between batches (evaluation/device_lock.py,
-  as a worker's does); without it neither does. The figure is the median p50 over rounds
-  relative to the idle p50.
+  as a worker's does); without it neither does. Each round times our model three times, in a
+  rotating order: the neighbour idle, behaving, not behaving; the figure is the median over
+  rounds of the p50 beside the neighbour relative to the same round's idle p50, so load that
+  drifts over minutes falls on both sides of each ratio.
 - overhead: the protocol's timed passes (wall time, lock and conditions excluded) against a bare
-  ``session.run`` loop over the same number of batches on the same session, alternately; the
-  median ratio over rounds.
+  ``session.run`` loop over the same number of batches on the same session, which of the two
+  runs first alternating by round; the median ratio over rounds.
 
 Run: ``python -m benchmarks.timing_bench`` (needs REDIS_URL or the embedded Redis).
 """
@@ -83,8 +85,15 @@ def repeatability(work: Workload, device: DeviceConfig, repeats: int) -> dict[st
     }
 
 
-def _neighbour(with_lock: bool, stop: Any) -> None:
-    """A second worker: evaluates the heavy conv model again and again until told to stop."""
+IDLE, LOCKED, UNLOCKED = 0, 1, 2  # what the neighbour does
+STOP = -1
+
+
+def _neighbour(mode: Any, acknowledged: Any) -> None:
+    """A second worker on the host: evaluates the heavy conv model again and again, a scoring
+    stretch then a timing of its own, behaving as a worker does (LOCKED) or ignoring the lock
+    (UNLOCKED); IDLE: does nothing. It reads ``mode`` before each evaluation and says in
+    ``acknowledged`` which mode it is in, so a round starts only once it has switched."""
     import django
 
     django.setup()
@@ -95,60 +104,96 @@ def _neighbour(with_lock: bool, stop: Any) -> None:
     inputs = heavy.data.inputs.astype("float32")
     size = heavy.spec.batch_size
     batches = [inputs[i : i + size] for i in range(0, len(inputs) - size + 1, size)]
-    spec_timing = TimingProtocol(min_time_s=2.0, min_batches=8, passes=2)
-    spec = replace(heavy.spec, timing=spec_timing)
-    while not stop.is_set():
+    spec = replace(heavy.spec, timing=TimingProtocol(min_time_s=2.0, min_batches=8, passes=2))
+    while (current := mode.value) != STOP:
+        acknowledged.value = current
+        if current == IDLE:
+            time.sleep(0.02)
+            continue
+        with_lock = current == LOCKED
         with _scoring(with_lock) as gate:  # scoring: gives way to a timing, as a worker's does
             for batch in batches:
                 if gate.due():
                     gate.give_way(60)
                 session.run(out, {name: batch})
-        time_model(session, batches[0], spec, device, TimingHooks(lock=_lock(with_lock)))
+                if mode.value != current:
+                    break
+        if mode.value == current:
+            time_model(session, batches[0], spec, device, TimingHooks(lock=_lock(with_lock)))
 
 
-def interference(
-    work: Workload, device: DeviceConfig, rounds: int, with_lock: bool
-) -> dict[str, Any]:
+def interference(work: Workload, device: DeviceConfig, rounds: int) -> dict[str, Any]:
+    """Per round, our model timed with the neighbour idle, behaving (the lock) and not (no lock),
+    in a rotating order, so the ratios compare timings taken within a minute of each other."""
     ctx = multiprocessing.get_context("spawn")
-    stop = ctx.Event()
-    neighbour = ctx.Process(target=_neighbour, args=(with_lock, stop), daemon=True)
+    mode, acknowledged = ctx.Value("i", IDLE), ctx.Value("i", STOP)
+    neighbour = ctx.Process(target=_neighbour, args=(mode, acknowledged), daemon=True)
     neighbour.start()
+    timings: dict[int, list[Any]] = {IDLE: [], LOCKED: [], UNLOCKED: []}
     try:
-        time.sleep(8)  # let it start and reach its loop
-        timings = [time_once(work, device, with_lock) for _ in range(rounds)]
+        order = [IDLE, LOCKED, UNLOCKED]
+        for round_ in range(rounds):
+            for current in order[round_ % 3 :] + order[: round_ % 3]:
+                mode.value = current
+                deadline = time.monotonic() + 120
+                while acknowledged.value != current and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                if current != IDLE:
+                    time.sleep(1.0)  # into its stride: scoring, or waiting to time
+                # Our side always behaves as a worker: with the lock.
+                timings[current].append(time_once(work, device, with_lock=True))
     finally:
-        stop.set()
+        mode.value = STOP
         neighbour.join(60)
         if neighbour.is_alive():
             neighbour.kill()
             neighbour.join()
+    idle = [t.p50_ms for t in timings[IDLE]]
+
+    def beside(kind: int) -> dict[str, Any]:
+        ratios = [t.p50_ms / i for t, i in zip(timings[kind], idle, strict=True)]
+        return {
+            "ratio": statistics.median(ratios),
+            "ratios": [round(r, 3) for r in ratios],
+            "unstable": sum(t.unstable for t in timings[kind]),
+            "exclusive": sum(t.exclusive for t in timings[kind]),
+            "waited_s": statistics.median(t.lock_wait_s for t in timings[kind]),
+        }
+
     return {
-        "p50_ms": statistics.median(t.p50_ms for t in timings),
-        "unstable": sum(t.unstable for t in timings),
-        "exclusive": sum(t.exclusive for t in timings),
-        "waited_s": statistics.median(t.lock_wait_s for t in timings),
+        "idle_ms": statistics.median(idle),
+        "locked": beside(LOCKED),
+        "unlocked": beside(UNLOCKED),
     }
 
 
 def overhead(work: Workload, device: DeviceConfig, rounds: int) -> dict[str, Any]:
+    """The protocol's passes against a bare loop of as many batches, the order alternating by
+    round so neither always runs second."""
     session = create_session(work.model, device)
     batch = _first_batch(work)
     name, out = session.get_inputs()[0].name, [session.get_outputs()[0].name]
     spec = replace(work.spec, timing=PROTOCOL)
-    ratios, means = [], []
-    for _ in range(rounds):
-        timing = time_model(session, batch, spec, device, TimingHooks())
-        feed = {name: batch}
+    feed = {name: batch}
+    batches = time_model(session, batch, spec, device, TimingHooks()).batches
+
+    def bare() -> float:
         start = time.perf_counter()
-        for _ in range(timing.batches):
+        for _ in range(batches):
             session.run(out, feed)
-        bare = time.perf_counter() - start
-        ratios.append(timing.duration_s / bare)
-        means.append(timing.mean_ms / (1000 * bare / timing.batches))
+        return time.perf_counter() - start
+
+    ratios, means = [], []
+    for round_ in range(rounds):
+        first_bare = bare() if round_ % 2 else None
+        timing = time_model(session, batch, spec, device, TimingHooks())
+        bare_s = first_bare if first_bare is not None else bare()
+        ratios.append(timing.duration_s * batches / timing.batches / bare_s)
+        means.append(timing.mean_ms / (1000 * bare_s / batches))
     return {
         "ratio": statistics.median(ratios),
         "mean_vs_bare": statistics.median(means),
-        "batches": timing.batches,
+        "batches": batches,
     }
 
 
@@ -163,13 +208,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     load = {"start": os.getloadavg()[0]}  # other processes on the host move every figure
     rep = repeatability(work, device, args.repeats)
     load["repeatability"] = os.getloadavg()[0]
-    idle = statistics.median(time_once(work, device).p50_ms for _ in range(args.rounds))
-    load["idle"] = os.getloadavg()[0]
-    locked = interference(work, device, args.rounds, with_lock=True)
-    load["with the lock"] = os.getloadavg()[0]
-    unlocked = interference(work, device, args.rounds, with_lock=False)
-    load["without the lock"] = os.getloadavg()[0]
+    beside = interference(work, device, args.rounds)
+    load["interference"] = os.getloadavg()[0]
     over = overhead(work, device, args.rounds)
+    load["overhead"] = os.getloadavg()[0]
     print(f"workload: {work.name}; intra-op threads {args.threads}\n")
     print("| measure | figure | target |")
     print("|---|---|---|")
@@ -178,12 +220,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"| {rep['range'] * 100:.1f} % (IQR {rep['iqr'] * 100:.1f} %, "
         f"{rep['unstable']} flagged unstable, ~{rep['batches']:,.0f} batches each) | <= 3 % |"
     )
-    for label, row in (("with the lock", locked), ("without the lock", unlocked)):
+    for label, key in (("with the lock", "locked"), ("without the lock", "unlocked")):
+        row = beside[key]
         print(
-            f"| interference {label}: p50 / idle p50 ({idle * 1000:.2f} µs) "
-            f"| {row['p50_ms'] / idle:.3f}× ({row['unstable']}/{args.rounds} unstable, "
-            f"{row['exclusive']}/{args.rounds} exclusive, median wait {row['waited_s']:.1f} s) "
-            f"| <= 1.05× with the lock |"
+            f"| interference {label}: p50 / same round's idle p50 (median idle "
+            f"{beside['idle_ms'] * 1000:.2f} µs) | {row['ratio']:.3f}× (rounds {row['ratios']}; "
+            f"{row['unstable']}/{args.rounds} unstable, {row['exclusive']}/{args.rounds} "
+            f"exclusive, median wait {row['waited_s']:.1f} s) | <= 1.05× with the lock |"
         )
     print(
         f"| overhead: timed passes / bare loop, {over['batches']:,} batches "
@@ -192,7 +235,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     print(f"\np50s (µs): {rep['p50s_us']}")
     print("1-minute load average after each part:", {k: round(v, 2) for k, v in load.items()})
-    return {"repeatability": rep, "idle": idle, "locked": locked, "unlocked": unlocked}
+    return {"repeatability": rep, "interference": beside, "overhead": over}
 
 
 if __name__ == "__main__":
