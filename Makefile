@@ -43,9 +43,9 @@ lint: venv
 typecheck: venv
 	DEBUG=1 REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:6379/0} $(BIN)/mypy portal submissions evaluation
 
-# Issue 3's figures (docs/benchmarks.md): runner vs bare onnxruntime, latency, throughput.
-# Latency and throughput need DATABASE_URL (PostgreSQL) and REDIS_URL; without them only the
-# runner benchmark runs (SQLite cannot take several workers writing at once).
+# Issue 12's figures (docs/benchmarks.md): ours against the bare-rq floor, interleaved: latency,
+# a burst, the runner vs a bare loop. Latency and burst need DATABASE_URL (PostgreSQL) and
+# REDIS_URL; without them only the runner rows run (SQLite cannot take several workers writing).
 # Without REDIS_URL the embedded Redis serves, which only DEBUG allows outside the tests.
 bench: venv
 	$(if $(REDIS_URL),,DEBUG=$${DEBUG:-1}) SECRET_KEY=$${SECRET_KEY:-insecure-bench-only-key} PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/bench} \

@@ -1,21 +1,18 @@
-"""``python -m benchmarks``: every benchmark of issue 3, each printing a Markdown table."""
+"""``python -m benchmarks`` (``make bench``): issue 12's figures, ours against the bare-rq floor
+in one interleaved run (``benchmarks/floor_bench.py``), each printing a Markdown table."""
 
 from __future__ import annotations
 
 import os
-
-import django
+import sys
 
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-    django.setup()  # the runner needs no Django; the demo's task table and the queue do
-    from benchmarks import queue_latency, runner_overhead
+    from benchmarks import floor_bench
 
-    print("## Runner vs bare onnxruntime loop\n")
-    runner_overhead.main([])
-    print("\n## Submission latency and throughput\n")
-    queue_latency.main([])
+    print("## Ours against the floor\n")
+    floor_bench.main(sys.argv[1:])
 
 
 if __name__ == "__main__":

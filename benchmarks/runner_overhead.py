@@ -3,7 +3,8 @@
 For each model the same InferenceSession is timed two ways, alternately, several times:
 
 - bare: cut the dataset into fixed-shape batches (padding the last), the warm-up runs, then
-  ``session.run`` on each batch and one concatenation of the outputs, nothing else;
+  ``session.run`` on each batch with one ``RunOptions`` (an evaluator that can stop a run needs
+  one) and one concatenation of the outputs, nothing else;
 - runner: ``evaluation.runner.predict``, the runner's whole evaluation loop: batching and padding,
   warm-up, the watchdog, per-batch timing, shape checks, collecting the real rows, the NaN check.
 
@@ -91,19 +92,22 @@ def bare_loop(
     session: ort.InferenceSession, inputs: np.ndarray, batch_size: int, warmup: int
 ) -> np.ndarray:
     """What anyone would write with onnxruntime alone to get the predictions of a dataset at a
-    fixed batch shape (with IOBinding on CUDA, as the runner does)."""
+    fixed batch shape (with IOBinding on CUDA, as the runner does), passing one ``RunOptions`` to
+    every run: an evaluator needs one to stop a run that overruns its limit."""
     name, out = session.get_inputs()[0].name, [session.get_outputs()[0].name]
     batches = _padded_batches(inputs, batch_size)
+    options = ort.RunOptions()
     if session.get_providers()[0] != CUDA:
         for _ in range(warmup):
-            session.run(out, {name: batches[0]})
-        return np.concatenate([session.run(out, {name: b})[0] for b in batches])[: len(inputs)]
+            session.run(out, {name: batches[0]}, options)
+        outputs = [session.run(out, {name: b}, options)[0] for b in batches]
+        return np.concatenate(outputs)[: len(inputs)]
     outputs = []
     for batch in [batches[0]] * warmup + batches:
         binding = session.io_binding()
         binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(batch, "cuda", 0))
         binding.bind_output(out[0], "cuda", 0)
-        session.run_with_iobinding(binding)
+        session.run_with_iobinding(binding, options)
         outputs.append(binding.copy_outputs_to_cpu()[0])
     return np.concatenate(outputs[warmup:])[: len(inputs)]
 

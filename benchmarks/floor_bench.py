@@ -1,0 +1,299 @@
+"""Ours against the floor, in the same run, interleaved (issue 12).
+
+The floor is a bare rq evaluator (``benchmarks/floor_job.py``): rq's forking Worker running a job
+that loads the same model and data and runs onnxruntime, nothing else. Ours is the whole portal:
+an upload through the REST API view (quota, duplicate and rate checks, the row in PostgreSQL, the
+file in storage), the job through Redis, an ``EvaluationWorker`` and its work horse (limits,
+watchdog, heartbeat), the result and the leaderboard read models written back.
+
+- submit-to-scored, one idle worker of each: for each of ``--latency-count`` models, ours and
+  the floor one after the other, which goes first alternating, each polled every 2 ms until
+  scored; the ratio of the two p50s of the run.
+- a burst of ``--burst`` distinct models with two workers of each, ours and the floor in turn
+  (which goes first alternating by run); scored per second, and the ratio.
+- the runner against a bare loop that passes one ``RunOptions`` (what an evaluator that can stop
+  a run needs), from ``benchmarks/runner_overhead.py``, digits and conv.
+
+Ours runs the bench task with a one-batch timing phase (``--timing minimal``, the default here):
+the timing protocol (issue 11) times every model for at least a second by design, which the floor
+does not do at all; ``--timing default`` keeps it and shows what it costs. The 1-minute load
+average is printed after each run: other processes on the host move every figure.
+
+Needs PostgreSQL (``DATABASE_URL``) and a Redis that no other worker serves (``REDIS_URL``); it
+creates and deletes a user ``bench-user`` and a task ``bench-digits``, as ``queue_latency`` does.
+Run: ``python -m benchmarks.floor_bench`` (``make bench`` runs it with the runner benchmark).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks import queue_latency
+from benchmarks.queue_latency import ROOT, Workers, _submit, _variants, _wait_scored
+
+FLOOR_QUEUE = "bench-floor"
+MINIMAL_TIMING = {"min_time_s": 0.0, "min_batches": 1, "passes": 1}
+
+
+class FloorWorkers:
+    """``count`` bare rq workers (``benchmarks.floor_job``) on the floor's queue."""
+
+    def __init__(self, count: int, log_dir: Path) -> None:
+        self.count, self.log_dir = count, log_dir
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> FloorWorkers:
+        from django.conf import settings
+        from django_rq import get_connection
+        from rq import Worker
+
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        names = [f"floor-{os.getpid()}-{i}" for i in range(self.count)]
+        env = {**os.environ, "REDIS_URL": settings.REDIS_URL}
+        for name in names:
+            log = (self.log_dir / f"{name}.log").open("wb")
+            command = [sys.executable, "-m", "benchmarks.floor_job", FLOOR_QUEUE, name]
+            self.procs.append(
+                subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            )
+        connection = get_connection(settings.EVALUATION_QUEUE)
+        deadline = time.monotonic() + 60
+        while {w.name for w in Worker.all(connection=connection)} & set(names) != set(names):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"floor workers did not start; see {self.log_dir}")
+            time.sleep(0.1)
+        time.sleep(1.0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            proc.wait(timeout=60)
+
+
+class Floor:
+    """Submits to the floor: the model written to a file (as our upload stores one), one job."""
+
+    def __init__(self, work_dir: Path, dataset: Path, batch_size: int) -> None:
+        from django.conf import settings
+        from django_rq import get_connection
+        from rq import Queue
+
+        self.dir, self.dataset, self.batch_size = work_dir, dataset, batch_size
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.queue = Queue(FLOOR_QUEUE, connection=get_connection(settings.EVALUATION_QUEUE))
+        self.count = 0
+
+    def submit(self, model: bytes) -> Any:
+        self.count += 1
+        path = self.dir / f"model-{self.count}.onnx"
+        path.write_bytes(model)
+        return self.queue.enqueue(
+            "benchmarks.floor_job.score", str(path), str(self.dataset), self.batch_size
+        )
+
+    @staticmethod
+    def wait(jobs: list[Any], poll_s: float = 0.002, timeout_s: float = 600) -> None:
+        from rq.job import JobStatus
+
+        deadline = time.monotonic() + timeout_s
+        pending = list(jobs)
+        while pending:
+            for job in list(pending):
+                status = job.get_status(refresh=True)
+                if status == JobStatus.FINISHED:
+                    pending.remove(job)
+                elif status in (JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED):
+                    raise RuntimeError(f"floor job {job.id} {status}: {job.latest_result()}")
+                else:
+                    break  # the rest finish later: poll the oldest first
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{len(pending)} floor jobs not finished in {timeout_s} s")
+            if pending:
+                time.sleep(poll_s)
+
+    def cleanup(self) -> None:
+        for path in self.dir.glob("model-*.onnx"):
+            path.unlink()
+        self.queue.empty()
+
+
+def _same_score(submission_id: int, floor_scores: dict[str, float]) -> None:
+    from submissions.models import Submission
+
+    ours = Submission.objects.get(pk=submission_id).score
+    if ours is None or abs(ours - floor_scores["public"]) > 1e-9:
+        raise RuntimeError(f"floor {floor_scores['public']}, ours {ours}: not the same work")
+
+
+def _timed(fn: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def latency_round(client: Any, task: Any, floor: Floor, model: bytes, count: int) -> dict[str, Any]:
+    """p50 of ``count`` one-at-a-time submissions to ours and to the floor, interleaved."""
+    samples: dict[str, list[float]] = {"ours": [], "floor": [], "upload": []}
+
+    def ours(variant: bytes) -> None:
+        start = time.perf_counter()
+        submission = _submit(client, task, variant)  # the API view in process: server time
+        samples["upload"].append(time.perf_counter() - start)
+        _wait_scored([submission])
+
+    for i, variant in enumerate(_variants(model, count)):
+        contestants = {
+            "ours": lambda v=variant: ours(v),
+            "floor": lambda v=variant: floor.wait([floor.submit(v)]),
+        }
+        for name in ("ours", "floor") if i % 2 == 0 else ("floor", "ours"):
+            samples[name].append(_timed(contestants[name]))
+            time.sleep(0.2)  # each worker back to idle (its blocking dequeue)
+    ours_p50, base = statistics.median(samples["ours"]), statistics.median(samples["floor"])
+    return {
+        "ours": ours_p50,
+        "floor": base,
+        "ratio": ours_p50 / base,
+        "upload": statistics.median(samples["upload"]),
+        "load": os.getloadavg()[0],
+    }
+
+
+def burst_round(
+    client: Any, task: Any, floor: Floor, model: bytes, count: int, ours_first: bool
+) -> dict[str, Any]:
+    """Scored per second for a burst of ``count`` distinct models, ours and the floor in turn."""
+
+    def ours() -> None:
+        ids = [_submit(client, task, v) for v in _variants(model, count)]
+        _wait_scored(ids, poll_s=0.02)
+
+    def base() -> None:
+        floor.wait([floor.submit(v) for v in _variants(model, count)], poll_s=0.02)
+
+    rates = {}
+    turns = [("ours", ours), ("floor", base)]
+    for name, fn in turns if ours_first else turns[::-1]:
+        rates[name] = count / _timed(fn)
+        time.sleep(0.5)
+    return {**rates, "ratio": rates["ours"] / rates["floor"], "load": os.getloadavg()[0]}
+
+
+def runner_rows(seconds: float) -> list[dict[str, Any]]:
+    from benchmarks import runner_overhead
+    from evaluation.runner import DeviceConfig
+
+    device = DeviceConfig(intra_op_threads=0, warmup_runs=2)
+    return [runner_overhead.measure(w, device, seconds) for w in runner_overhead.workloads()]
+
+
+def _figures(values: list[float], fmt: str) -> str:
+    return ", ".join(fmt.format(v) for v in values)
+
+
+def queue_rounds(
+    args: argparse.Namespace,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """The latency and burst runs, ours and the floor interleaved; the floor's job count."""
+    from django.conf import settings
+
+    user, task, model = queue_latency._fixtures()
+    if args.timing == "minimal":
+        task.timing = MINIMAL_TIMING
+        task.save(update_fields=["timing"])
+    client = queue_latency._client(user)
+    logs = Path(settings.VAR_DIR) / "bench"
+    dataset = logs / "floor" / "digits.npz"
+    dataset.parent.mkdir(parents=True, exist_ok=True)
+    with task.dataset.open("rb") as stored:
+        dataset.write_bytes(stored.read())
+    floor = Floor(logs / "floor", dataset, task.batch_size)
+    latency, burst = [], []
+    try:
+        with Workers(1, logs), FloorWorkers(1, logs):
+            # Warm both paths once, and check that the floor does the same work: same score.
+            ours_id = _submit(client, task, _variants(model, 1)[0])
+            _wait_scored([ours_id])
+            job = floor.submit(model)
+            floor.wait([job])
+            _same_score(ours_id, job.return_value())
+            for _ in range(args.runs):
+                latency.append(latency_round(client, task, floor, model, args.latency_count))
+        with Workers(2, logs), FloorWorkers(2, logs):
+            for run in range(args.runs):
+                burst.append(burst_round(client, task, floor, model, args.burst, run % 2 == 0))
+    finally:
+        queue_latency._cleanup()
+        floor.cleanup()
+    return latency, burst, floor.count
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--latency-count", type=int, default=20)
+    parser.add_argument("--burst", type=int, default=200)
+    parser.add_argument("--runner-seconds", type=float, default=20.0)
+    parser.add_argument("--timing", choices=("minimal", "default"), default="minimal")
+    args = parser.parse_args(argv)
+    queue_latency._setup_django()
+    from django.db import connection
+
+    latency: list[dict[str, Any]] = []
+    burst: list[dict[str, Any]] = []
+    floor_jobs = 0
+    if connection.vendor == "sqlite":
+        # SQLite lets one writer at a time: several workers saving results would measure its
+        # lock, or stop with "database is locked". The runner rows need no database.
+        print("Submission rows skipped: set DATABASE_URL to PostgreSQL (and REDIS_URL).\n")
+    else:
+        latency, burst, floor_jobs = queue_rounds(args)
+    runner = runner_rows(args.runner_seconds)
+
+    print(f"Ours with the {args.timing} timing phase; {args.runs} runs, interleaved.\n")
+    print("| measure | ours, each run | floor, each run | ours / floor | median | target |")
+    print("|---|---|---|---|---|---|")
+    if latency:
+        print(
+            f"| submit-to-scored p50 of {args.latency_count}, 1 idle worker each "
+            f"| {_figures([r['ours'] * 1000 for r in latency], '{:.0f} ms')} "
+            f"| {_figures([r['floor'] * 1000 for r in latency], '{:.0f} ms')} "
+            f"| {_figures([r['ratio'] for r in latency], '{:.2f}×')} "
+            f"| **{statistics.median(r['ratio'] for r in latency):.2f}×** | ≤ 1.5× |"
+        )
+        print(
+            f"| burst of {args.burst}, 2 workers each "
+            f"| {_figures([r['ours'] for r in burst], '{:.1f}/s')} "
+            f"| {_figures([r['floor'] for r in burst], '{:.1f}/s')} "
+            f"| {_figures([r['ratio'] for r in burst], '{:.2f}×')} "
+            f"| **{statistics.median(r['ratio'] for r in burst):.2f}×** | ≥ 0.7× |"
+        )
+    if latency:
+        print(
+            f"| upload: the API view's time for each of ours, p50 "
+            f"| {_figures([r['upload'] * 1000 for r in latency], '{:.1f} ms')} | — | — "
+            f"| **{statistics.median(r['upload'] for r in latency) * 1000:.1f} ms** | ≤ 15 ms |"
+        )
+    for row, target in zip(runner, ("≤ 1.05×", "≤ 1.02×"), strict=True):
+        print(
+            f"| runner vs bare loop with RunOptions: {row['workload']} "
+            f"| {row['runner_ms']:.2f} ms | {row['bare_ms']:.2f} ms | {row['repeats']} rounds "
+            f"(control {row['control']:.3f}×) | **{row['ratio']:.3f}×** | {target} |"
+        )
+    loads = [r["load"] for r in latency + burst]
+    print(f"\n1-minute load average after each run: {_figures(loads, '{:.2f}')}")
+    return {"latency": latency, "burst": burst, "runner": runner, "floor_jobs": floor_jobs}
+
+
+if __name__ == "__main__":
+    main()

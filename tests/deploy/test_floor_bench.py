@@ -1,0 +1,40 @@
+"""The floor benchmark (benchmarks/floor_bench.py) in its short mode: our workers and bare rq
+workers on one PostgreSQL and Redis, every model scored by both (the bench stops on any failure)
+and the same score from both. The full run is a benchmark (docs/benchmarks.md); no timing is
+asserted here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from benchmarks import floor_bench
+from tests.evaluation.fleet_support import worker_env
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def test_a_short_floor_run_scores_every_model_on_both_sides(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if connection.vendor == "sqlite":
+        pytest.skip("the floor benchmark measures on PostgreSQL (several workers write at once)")
+    for key, value in worker_env().items():
+        monkeypatch.setenv(key, value)  # the workers it starts use this test's database and Redis
+    settings.RATE_LIMITS = settings.RATE_LIMITS  # restored after the test: the bench raises it
+
+    result = floor_bench.main(
+        ["--runs", "1", "--latency-count", "2", "--burst", "4", "--runner-seconds", "0"]
+    )
+
+    (latency,) = result["latency"]
+    (burst,) = result["burst"]
+    assert latency["ours"] > 0 and latency["floor"] > 0
+    assert burst["ours"] > 0 and burst["floor"] > 0
+    assert [row["workload"].split(",")[0] for row in result["runner"]] == [
+        "digits logistic regression",
+        "depth 3×3 conv",
+    ]
+    assert result["floor_jobs"] == 1 + 2 + 4  # warm-up (same score as ours), latency, burst
