@@ -27,6 +27,7 @@ from django.utils import timezone
 from submissions.models import Submission, Task, Team, TeamMembership
 
 DAY = timedelta(days=1)
+TeamId = int | Literal["look up"] | None  # "look up": the caller has not looked it up
 
 
 def team_id_of(*, user: Any, task: Task) -> int | None:
@@ -36,7 +37,7 @@ def team_id_of(*, user: Any, task: Task) -> int | None:
 
 
 def entrant_submissions(
-    *, user: Any, task: Task, team_id: int | Literal["look up"] | None = "look up"
+    *, user: Any, task: Task, team_id: TeamId = "look up"
 ) -> QuerySet[Submission]:
     """The submissions of whom ``user`` uploads for on ``task``: their team's (every member's),
     or, alone, their own made outside any team. ``team_id``: theirs, when the caller knows it."""
@@ -47,10 +48,12 @@ def entrant_submissions(
     return Submission.objects.filter(user=user, task=task, team__isnull=True)
 
 
-def submissions_counted(*, user: Any, task: Task) -> QuerySet[Submission]:
+def submissions_counted(
+    *, user: Any, task: Task, team_id: TeamId = "look up"
+) -> QuerySet[Submission]:
     """Started or waiting to start: everything a quota or the duplicate check looks at."""
     return (
-        entrant_submissions(user=user, task=task)
+        entrant_submissions(user=user, task=task, team_id=team_id)
         .exclude(status=Submission.Status.CANCELLED)
         .exclude(failed_by_system=True)
     )
@@ -105,11 +108,16 @@ class Quota:
         return None
 
 
-def quota_get(*, user: Any, task: Task, now: datetime | None = None) -> Quota:
-    """All counts and the next free slot in one query."""
+def quota_get(
+    *, user: Any, task: Task, now: datetime | None = None, team_id: TeamId = "look up"
+) -> Quota:
+    """All counts and the next free slot in one query (and the team's name, in a team).
+    ``team_id``: the user's team on the task, when the caller has looked it up already."""
+    if team_id == "look up":
+        team_id = team_id_of(user=user, task=task)
     since = (now or timezone.now()) - DAY
     recent = Q(created_at__gte=since)
-    counts = submissions_counted(user=user, task=task).aggregate(
+    counts = submissions_counted(user=user, task=task, team_id=team_id).aggregate(
         total=Count("id", filter=~WAITING),
         today=Count("id", filter=recent & ~WAITING),
         waiting=Count("id", filter=WAITING),
@@ -125,8 +133,11 @@ def quota_get(*, user: Any, task: Task, now: datetime | None = None) -> Quota:
         next_slot_at=oldest + DAY if oldest is not None else None,
         waiting=counts["waiting"],
         waiting_today=counts["waiting_today"],
-        team=Team.objects.filter(task=task, memberships__user=user)
-        .values_list("name", flat=True)
-        .first()
-        or "",
+        team=_team_name(team_id),
     )
+
+
+def _team_name(team_id: int | None) -> str:
+    if team_id is None:
+        return ""
+    return Team.objects.filter(pk=team_id).values_list("name", flat=True).first() or ""

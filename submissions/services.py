@@ -101,9 +101,9 @@ def _check_task_open(task: Task) -> None:
         raise SubmissionRefused("task", "This task is closed for submissions.")
 
 
-def _check_quota(*, user: Any, task: Task) -> None:
+def _check_quota(*, user: Any, task: Task, team_id: int | None) -> None:
     """Called with the user's row locked, so parallel uploads are counted one after another."""
-    message = quota_get(user=user, task=task).refusal()
+    message = quota_get(user=user, task=task, team_id=team_id).refusal()
     if message is not None:
         raise SubmissionRefused("file", message)
 
@@ -128,13 +128,13 @@ def _check_waiting_limit(*, user: Any, task: Task, team_id: int | None) -> None:
         )
 
 
-def _check_duplicate(*, user: Any, task: Task, sha256: str) -> None:
+def _check_duplicate(*, user: Any, task: Task, team_id: int | None, sha256: str) -> None:
     """The same file twice for the same task scores the same twice: point at the first one.
 
     Cancelled and system-failed submissions are ignored: their file may be sent again.
     """
     first = (
-        submissions_counted(user=user, task=task)
+        submissions_counted(user=user, task=task, team_id=team_id)
         .filter(sha256=sha256)
         .order_by("created_at", "id")
         .first()
@@ -200,8 +200,8 @@ def _store_and_enqueue(
                 Team.objects.select_for_update(no_key=True).filter(pk=team_id).first()
                 if team_id_of(user=user, task=task) != team_id:  # merged while we waited
                     raise SubmissionRefused("file", "Your team changed; please upload again.")
-            _check_duplicate(user=user, task=task, sha256=sha256)
-            _check_quota(user=user, task=task)
+            _check_duplicate(user=user, task=task, team_id=team_id, sha256=sha256)
+            _check_quota(user=user, task=task, team_id=team_id)
             _check_waiting_limit(user=user, task=task, team_id=team_id)
             stored = Submission(
                 user=user,

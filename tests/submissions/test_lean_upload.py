@@ -43,6 +43,26 @@ def test_an_upload_writes_its_job_id_with_the_row_in_one_insert_and_no_update(
     assert queue.job_ids == [submission.job_id]  # enqueued under the id the row already had
 
 
+def test_an_upload_looks_up_its_entrant_once_alone_and_in_a_team(
+    alice: Any, bob: Any, make_task: Any, queue: Any
+) -> None:
+    """The team is looked up once for the lock, the duplicate check, the quota and the queued
+    limit together; in a team, once more after its lock (a merge may have moved the member)."""
+    from submissions.models import Team, TeamMembership
+
+    task = make_task()
+    for user, seed, lookups in ((alice, 0, 1), (bob, 1, 2)):
+        if user is bob:
+            team = Team.objects.create(task=task, name="Lab B", created_by=bob)
+            TeamMembership.objects.create(task=task, team=team, user=bob)
+        with CaptureQueriesContext(connection) as queries:
+            upload(user, task, seed)
+        sql = [q["sql"] for q in queries.captured_queries]
+        assert sum('FROM "submissions_teammembership"' in q for q in sql) == lookups
+        # in a team: its lock, and its name for the quota's message
+        assert sum('FROM "submissions_team"' in q for q in sql) == (2 if user is bob else 0)
+
+
 def test_uploads_in_one_process_share_one_redis_client(
     alice: Any, make_task: Any, queue: Any
 ) -> None:
