@@ -135,7 +135,7 @@ def measure(work: Workload, device: DeviceConfig, budget_s: float) -> dict[str, 
     while len(rounds) < 7 or time.monotonic() < deadline:
         order = order[1:] + order[:1]  # each goes first, second and third in turn
         rounds.append({name: _seconds(contestants[name]) for name in order})
-    preds, _ = predict(session, inputs, work.spec, device)
+    preds = predict(session, inputs, work.spec, device)
     assert np.array_equal(preds, bare_loop(session, inputs, size, device.warmup_runs))
     scoring_s = _seconds(lambda: compute_family(work.spec.metric, preds, work.data.targets))
     return {

@@ -80,8 +80,8 @@ def outputs_check(name: str, work: Workload, cuda: DeviceConfig) -> Check:
     if on_cuda.get_providers()[0] != CUDA:
         return Check(f"outputs {name}", FAIL, f"session ran on {on_cuda.get_providers()[0]}")
     inputs = work.data.inputs.astype(work.spec.input_dtype)
-    want, _ = predict(on_cpu, inputs, work.spec, cpu)
-    got, _ = predict(on_cuda, inputs, work.spec, cuda)
+    want = predict(on_cpu, inputs, work.spec, cpu)
+    got = predict(on_cuda, inputs, work.spec, cuda)
     worst = float(np.max(np.abs(got - want) - RTOL * np.abs(want)))
     score_cpu = evaluate_session(on_cpu, work.data, work.spec, cpu).score
     score_cuda = evaluate_session(on_cuda, work.data, work.spec, cuda).score

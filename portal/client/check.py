@@ -80,7 +80,7 @@ def model_check(path: Path, task: dict[str, Any], memory_limit_mb: int = 0) -> C
         ):
             session = create_session(model_bytes, device)
         start = time.perf_counter()
-        preds, _ = predict(session, random_batch(spec), spec, device)
+        preds = predict(session, random_batch(spec), spec, device)
         seconds = time.perf_counter() - start
     return CheckReport(
         info=info,
