@@ -68,17 +68,24 @@ _connections: dict[str, Redis] = {}
 
 
 def evaluation_redis() -> Redis:
-    """This process's client of the evaluation queue's Redis, with its one connection pool.
+    """This process's client of the evaluation queue's Redis (``queue_redis``)."""
+    return queue_redis(settings.EVALUATION_QUEUE)
+
+
+def queue_redis(name: str) -> Redis:
+    """This process's client of the Redis behind rq queue ``name`` (settings.RQ_QUEUES), with
+    its one connection pool.
 
     django_rq.get_connection builds a new client, and so a new pool and a new TCP connection, on
-    every call: one per upload request. redis-py's pool notices a fork (it checks the pid) and
-    opens fresh connections in the child, so the client is safe to inherit.
+    every call: one per upload request, one per finished evaluation's notification. redis-py's
+    pool notices a fork (it checks the pid) and opens fresh connections in the child, so the
+    client is safe to inherit.
     """
-    config: dict[str, Any] = settings.RQ_QUEUES[settings.EVALUATION_QUEUE]
+    config: dict[str, Any] = settings.RQ_QUEUES[name]
     key = repr(sorted(config.items()))  # tests may point the setting at another database
     connection = _connections.get(key)
     if connection is None:
-        connection = _connections[key] = django_rq.get_connection(settings.EVALUATION_QUEUE)
+        connection = _connections[key] = django_rq.get_connection(name)
     return connection
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-import django_rq
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
@@ -31,6 +30,7 @@ from rq import Queue, Retry
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
+from evaluation.queues import queue_redis
 from portal.accounts.selectors import notification_preference_of
 from submissions.models import Submission
 from submissions.notification_models import Notification, Webhook
@@ -74,7 +74,7 @@ def _enqueue_logging_redis_errors(notification_id: int) -> None:
 def _queue() -> Queue:
     """A plain rq Queue: django-rq's would wait for a commit that, in a job, may never come.
     Every caller here runs after the status change's commit already."""
-    connection = django_rq.get_connection(settings.NOTIFICATIONS_QUEUE)
+    connection = queue_redis(settings.NOTIFICATIONS_QUEUE)  # one pool per process
     return Queue(settings.NOTIFICATIONS_QUEUE, connection=connection, default_timeout=300)
 
 

@@ -350,3 +350,11 @@ def test_recovery_enqueues_a_notification_left_pending_and_the_notifier_sends_it
     assert notifications_queue.job_ids == [f"notification-{Notification.objects.get().pk}"]
     run_notifier(notifications_queue)
     assert len(mail.outbox) == 1 and "Lost its enqueue." in mail.outbox[0].body
+
+
+def test_every_enqueue_of_a_process_shares_one_redis_client() -> None:
+    """django_rq.get_connection opens a new pool, and a new TCP connection, per call: once per
+    finished evaluation before the notifications reused the process's client."""
+    from submissions import notifications
+
+    assert notifications._queue().connection is notifications._queue().connection
