@@ -1,30 +1,40 @@
-"""Run a worker with the runner's clock recording when each batch ran: the tests' seam for
+"""Run a worker with onnxruntime recording when each run of a model happened: the tests' seam for
 checking that one worker's batches never run inside another worker's timing window.
 
 ``python -m tests.evaluation.batch_recorder OUT manage.py rqworker ...`` runs the given
-manage.py command line after wrapping ``evaluation.runner.perf_counter`` (the clock read at the
-start and the end of every scored or timed batch) so that each call also appends the wall time
-to OUT. The work horses forked by the worker inherit the wrapped clock.
+manage.py command line after wrapping ``onnxruntime.InferenceSession.run`` (every warm-up, scored
+and timed batch on the CPU provider) so that each call appends the wall time at its start and at
+its end to OUT. The work horses forked by the worker inherit the wrapped method.
 """
 
 from __future__ import annotations
 
+import functools
 import runpy
 import sys
 import time
+from typing import Any
 
-import evaluation.runner as runner
+import onnxruntime as ort
+
+
+def _append(path: str) -> None:
+    with open(path, "a") as out:  # appended at once: a killed horse loses nothing written
+        out.write(f"{time.time():.6f}\n")
 
 
 def record_to(path: str) -> None:
-    clock, wall = runner.perf_counter, time.time
+    run = ort.InferenceSession.run
 
-    def recording_clock() -> float:
-        with open(path, "a") as out:  # appended at once: a killed horse loses nothing written
-            out.write(f"{wall():.6f}\n")
-        return clock()
+    @functools.wraps(run)
+    def recording_run(self: ort.InferenceSession, *args: Any, **kwargs: Any) -> Any:
+        _append(path)
+        try:
+            return run(self, *args, **kwargs)
+        finally:
+            _append(path)
 
-    runner.perf_counter = recording_clock
+    ort.InferenceSession.run = recording_run  # type: ignore[method-assign]
 
 
 def recorded(path: str) -> list[float]:
