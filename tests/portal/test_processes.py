@@ -78,9 +78,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_demo(env: dict[str, str], port: int, workers: int) -> subprocess.Popen[bytes]:
+def start_demo(
+    env: dict[str, str], port: int, workers: int, *, sigint_ignored: bool = False
+) -> subprocess.Popen[bytes]:
     """`manage.py rundemo` as `make demo` runs it; its output (and its children's) goes to
-    demo.log under the var directory, which outlives a demo killed outright."""
+    demo.log under the var directory, which outlives a demo killed outright.
+    ``sigint_ignored``: as a script's background job (``make demo &``) inherits SIGINT."""
     command = [sys.executable, "manage.py", "rundemo", "--port", str(port)]
     with (Path(env["PORTAL_VAR_DIR"]) / "demo.log").open("wb") as log:
         return subprocess.Popen(
@@ -90,6 +93,9 @@ def start_demo(env: dict[str, str], port: int, workers: int) -> subprocess.Popen
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, as a terminal's foreground job
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+            if sigint_ignored
+            else None,
         )
 
 
@@ -122,11 +128,12 @@ def demo_ready(var_dir: Path, port: int, workers: int) -> Callable[[], bool]:
     return ready
 
 
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["terminal", "background"])
 def test_ctrl_c_on_the_demo_stops_the_web_server_the_workers_and_the_embedded_redis(
-    var_dir: Path, demo_env: dict[str, str]
+    var_dir: Path, demo_env: dict[str, str], sigint_ignored: bool
 ) -> None:
     port = free_port()
-    demo = start_demo(demo_env, port, workers=2)
+    demo = start_demo(demo_env, port, workers=2, sigint_ignored=sigint_ignored)
     wait_until(demo_ready(var_dir, port, workers=2), "the demo to start")
     assert len(processes_of(var_dir)) >= 5  # rundemo, web, two workers, notifier(s), redis-server
 
@@ -134,6 +141,8 @@ def test_ctrl_c_on_the_demo_stops_the_web_server_the_workers_and_the_embedded_re
     demo.wait(timeout=60)
 
     assert describe(processes_of(var_dir)) == [], demo_log(var_dir)
+    # Stopped as asked, not as if a worker had crashed (they stop on SIGINT themselves).
+    assert demo.returncode == 0 and "Stopping the demo" in demo_log(var_dir), demo_log(var_dir)
     assert not list((var_dir / "run").glob("*.pid"))
 
 

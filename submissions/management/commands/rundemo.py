@@ -71,7 +71,10 @@ class Command(BaseCommand):
         # Children find the Redis this process uses (the embedded one stops when this one exits).
         env = {"REDIS_URL": settings.REDIS_URL}
         children: dict[Path, subprocess.Popen[bytes]] = {}
-        previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+        # SIGINT too: a demo started in the background by a script inherits it ignored, while
+        # the workers (rq sets its own handlers) still stop on it, and would look like crashes.
+        stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        previous = {sig: signal.signal(sig, _raise_stop) for sig in stops}
         try:
             for i in range(workers):
                 name = f"demo-worker-{i + 1}"
@@ -83,7 +86,7 @@ class Command(BaseCommand):
                 pidfile_write(path, child.pid)
             self._announce(port, workers)
             self._wait_for_any_exit(children)
-        except (KeyboardInterrupt, _Stop):
+        except _Stop:
             self.stdout.write("\nStopping the demo...")
         finally:
             _stop(children)
