@@ -396,6 +396,18 @@ class Submission(models.Model):
                 include=["created_at", "attempts", "failed_by_system", "priority"],
                 name="submission_quota_idx",
             ),
+            # Fair turns (submissions/turns.py): an entrant's latest start, looked up once per
+            # queued submission before every job; newest first, it is the first row of the index.
+            models.Index(
+                fields=["user", "-started_at"],
+                condition=Q(started_at__isnull=False),
+                name="submission_user_started_idx",
+            ),
+            models.Index(
+                fields=["team", "-started_at"],
+                condition=Q(team__isnull=False, started_at__isnull=False),
+                name="submission_team_started_idx",
+            ),
         ]
 
     def __str__(self) -> str:
