@@ -67,7 +67,7 @@ class LeaderboardEntry(models.Model):
 
     @property
     def entrant(self) -> str:
-        """Whose row this is, as ``selectors.ENTRANT`` groups: the baseline, the team, or the
+        """Whose row this is, as ``selectors.ENTRANT`` partitions: the baseline, the team, or the
         participant alone."""
         return entrant_key(
             baseline=self.baseline,

@@ -10,8 +10,8 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.db.models import (
+    BigIntegerField,
     Case,
-    CharField,
     Count,
     F,
     Max,
@@ -22,7 +22,7 @@ from django.db.models import (
     When,
     Window,
 )
-from django.db.models.functions import Cast, Coalesce, Concat, NullIf, RowNumber
+from django.db.models.functions import Coalesce, NullIf, RowNumber
 
 from evaluation import queues
 from submissions import ranking, turns
@@ -186,13 +186,20 @@ def board_eligible(*, task: Task, board: str) -> QuerySet[Submission]:
 
 
 # Who a board row belongs to: a team, a participant alone (a team of one without a Team row),
-# or one baseline on its own. The same keys as ``leaderboard_models.entrant_key``.
-ENTRANT = Case(
-    When(is_baseline=True, then=Concat(Value("b"), Cast("id", CharField()))),
-    When(team__isnull=False, then=Concat(Value("t"), Cast("team_id", CharField()))),
-    default=Concat(Value("u"), Cast("user_id", CharField())),
-    output_field=CharField(),
-)
+# or one baseline on its own; the window partitions of the board's queries. Two integers, the
+# same groups as the keys of ``leaderboard_models.entrant_key`` ("b<id>", "t<team>", "u<user>"):
+# a baseline's own id (else NULL), and its team negated or else its user (ids are positive, so
+# a team never meets a user). Integers, not the "u<id>" strings: Django compiles this partition
+# three times per query and twice per result, and the Concat/Cast form cost 2.5 ms of a 19 ms
+# refresh.
+ENTRANT = [
+    Case(When(is_baseline=True, then=F("id")), output_field=BigIntegerField()),
+    Case(
+        When(team__isnull=False, then=-F("team_id")),
+        default=F("user_id"),
+        output_field=BigIntegerField(),
+    ),
+]
 
 
 def _board_name(path: str = "") -> Coalesce:
@@ -207,7 +214,7 @@ def _board_name(path: str = "") -> Coalesce:
 
 
 def entrant_of(s: Submission) -> str:
-    """The Python form of ``ENTRANT``."""
+    """The key of the group ``ENTRANT`` puts ``s`` in."""
     return entrant_key(
         baseline=s.is_baseline, submission_id=s.pk, team_id=s.team_id, user_id=s.user_id
     )
@@ -260,7 +267,7 @@ def _finals(task: Task, eligible: QuerySet[Submission]) -> QuerySet[Submission]:
     earlier). Computed from the rows alone, never from the clock, so the kept board always
     equals a rebuild; selecting is refused once the task closes, so what it shows then is final.
     """
-    by_user = [ENTRANT]  # a baseline is an entrant of its own, its own final
+    by_user = ENTRANT  # a baseline is an entrant of its own, its own final
     numbered = eligible.annotate(
         chosen=Window(Count("id", filter=Q(selected=True)), partition_by=by_user),
         public_place=Window(RowNumber(), partition_by=by_user, order_by=_best_first(task, "score")),
@@ -296,7 +303,7 @@ def best_rows_computed(
     best-first and only the first of each is kept. Other rules judge every eligible submission
     (``ranking.judge``) and keep each user's best."""
     rule = task_rule(task, board)
-    by_user = [ENTRANT]
+    by_user = ENTRANT
     eligible = board_eligible(task=task, board=board)
     if entrants is not None:
         eligible = eligible.filter(entrants_filter(entrants))

@@ -79,6 +79,19 @@ def test_a_team_stands_on_the_board_as_one_row_under_its_name(
     assert_in_step(team_task)
 
 
+def test_a_team_and_a_participant_with_the_same_id_stand_apart(
+    team_task: Any, alice: Any, bob: Any, carol: Any
+) -> None:
+    """The board groups by entrant: a team whose id is a participant's id is still another row
+    (teams and users are told apart in the partition, not merged by number)."""
+    team = Team.objects.create(pk=carol.pk, task=team_task, name="Lab Same", created_by=alice)
+    team.memberships.create(task=team_task, user=alice)
+    scored(team_task, alice, 0.7)  # the team's
+    scored(team_task, carol, 0.5)  # carol alone, whose user id is the team's id
+    assert sorted(names(team_task)) == ["Lab Same", "carol"]
+    assert_in_step(team_task)
+
+
 def test_an_invite_is_single_use(team_task: Any, alice: Any, bob: Any, carol: Any) -> None:
     team = team_create(user=alice, task=team_task, name="Lab A")
     code = team_invite_create(user=alice, team=team).code
