@@ -34,7 +34,7 @@ from django.db.models import Q
 from submissions import board_cache, ranking
 from submissions.leaderboard_models import LeaderboardEntry, LeaderboardRecord
 from submissions.models import Submission, Task
-from submissions.ranking_models import RankingRule
+from submissions.ranking_models import RankingRule, rule_on, task_rule_row
 from submissions.selectors import (
     BOARD_PRIVATE,
     BOARDS,
@@ -71,12 +71,14 @@ def _entry(task: Task, board: str, row: Submission) -> LeaderboardEntry:
     )
 
 
-def _entries_computed(task: Task, board: str, entrants: list[str] | None) -> list[LeaderboardEntry]:
+def _entries_computed(
+    task: Task, board: str, entrants: list[str] | None, rule: ranking.Rule | None = None
+) -> list[LeaderboardEntry]:
     """The entries a refresh writes, unsaved: one per entrant, judged by the task's ranking
-    rule."""
+    rule (``rule``, when the caller read it)."""
     return [
         _entry(task, board, row)
-        for row in best_rows_computed(task=task, board=board, entrants=entrants)
+        for row in best_rows_computed(task=task, board=board, entrants=entrants, rule=rule)
     ]
 
 
@@ -125,8 +127,10 @@ def _lock_board(task_id: int, entrants: list[str] | None) -> None:
     transaction.on_commit(lambda: board_cache.board_changed(task_id=task_id))
 
 
-def _refresh_entries(task: Task, board: str, entrants: list[str] | None) -> None:
-    rows = _entries_computed(task, board, entrants)
+def _refresh_entries(
+    task: Task, board: str, entrants: list[str] | None, rule: ranking.Rule | None = None
+) -> None:
+    rows = _entries_computed(task, board, entrants, rule)
     stale = LeaderboardEntry.objects.filter(task=task, board=board)
     if entrants is not None:
         stale = stale.filter(entrants_filter(entrants, baseline="baseline"))
@@ -308,8 +312,9 @@ def leaderboard_submissions_changed(*, submission_ids: Iterable[int]) -> None:
                 users = None
             _lock_board(task_id, users)
             task = Task.objects.get(pk=task_id)  # as it is now we hold the lock
+            rule_row = task_rule_row(task)  # both boards' rule in one query
             for board in BOARDS:
-                _refresh_entries(task, board, users)
+                _refresh_entries(task, board, users, rule_on(rule_row, task, board))
                 if users is None:
                     _rebuild_records(task, board)
                 else:

@@ -126,7 +126,16 @@ def submission_measures(s: Submission, board: str) -> ranking.Measures:
 
 def task_rule(task: Task, board: str) -> ranking.Rule:
     """The task's rule on a board (one query: the rule and its baseline)."""
-    row = RankingRule.objects.filter(task=task).select_related("baseline").first()
+    return rule_on(task_rule_row(task), task, board)
+
+
+def task_rule_row(task: Task) -> RankingRule | None:
+    """The task's rule with its baseline (one query); None: the primary metric."""
+    return RankingRule.objects.filter(task=task).select_related("baseline").first()
+
+
+def rule_on(row: RankingRule | None, task: Task, board: str) -> ranking.Rule:
+    """The rule ``row`` (from ``task_rule_row``) on one board: both boards from one query."""
     if row is None:
         return ranking.Rule(
             higher_is_better=task.higher_is_better,

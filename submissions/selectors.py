@@ -293,7 +293,11 @@ def _best_key(s: Submission) -> tuple[bool, float, datetime, int]:
 
 
 def best_rows_computed(
-    *, task: Task, board: str = BOARD_PUBLIC, entrants: Collection[str] | None = None
+    *,
+    task: Task,
+    board: str = BOARD_PUBLIC,
+    entrants: Collection[str] | None = None,
+    rule: ranking.Rule | None = None,
 ) -> list[Submission]:
     """The best eligible submission per user under the task's ranking rule, best first (ranked
     ones, then the others), annotated with ``verdict`` (submissions.ranking.Verdict),
@@ -302,7 +306,7 @@ def best_rows_computed(
     Under the primary metric this is one query: a window numbers each user's submissions
     best-first and only the first of each is kept. Other rules judge every eligible submission
     (``ranking.judge``) and keep each user's best."""
-    rule = task_rule(task, board)
+    rule = rule or task_rule(task, board)  # ``rule``: the caller read it already
     by_user = ENTRANT
     eligible = board_eligible(task=task, board=board)
     if entrants is not None:
