@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -37,47 +36,19 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import queue_latency
-from benchmarks.queue_latency import ROOT, Workers, _submit, _variants, _wait_scored
+from benchmarks.queue_latency import Workers, _submit, _variants, _wait_scored
 
 FLOOR_QUEUE = "bench-floor"
 MINIMAL_TIMING = {"min_time_s": 0.0, "min_batches": 1, "passes": 1}
 
 
-class FloorWorkers:
-    """``count`` bare rq workers (``benchmarks.floor_job``) on the floor's queue."""
+def floor_worker_command(name: str) -> list[str]:
+    """One bare rq worker (``benchmarks.floor_job``) on the floor's queue."""
+    return [sys.executable, "-m", "benchmarks.floor_job", FLOOR_QUEUE, name]
 
-    def __init__(self, count: int, log_dir: Path) -> None:
-        self.count, self.log_dir = count, log_dir
-        self.procs: list[subprocess.Popen[bytes]] = []
 
-    def __enter__(self) -> FloorWorkers:
-        from django.conf import settings
-        from django_rq import get_connection
-        from rq import Worker
-
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        names = [f"floor-{os.getpid()}-{i}" for i in range(self.count)]
-        env = {**os.environ, "REDIS_URL": settings.REDIS_URL}
-        for name in names:
-            log = (self.log_dir / f"{name}.log").open("wb")
-            command = [sys.executable, "-m", "benchmarks.floor_job", FLOOR_QUEUE, name]
-            self.procs.append(
-                subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-            )
-        connection = get_connection(settings.EVALUATION_QUEUE)
-        deadline = time.monotonic() + 60
-        while {w.name for w in Worker.all(connection=connection)} & set(names) != set(names):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"floor workers did not start; see {self.log_dir}")
-            time.sleep(0.1)
-        time.sleep(1.0)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for proc in self.procs:
-            proc.terminate()
-        for proc in self.procs:
-            proc.wait(timeout=60)
+def floor_workers(count: int, log_dir: Path) -> Workers:
+    return Workers(count, log_dir, command=floor_worker_command, prefix="floor")
 
 
 class Floor:
@@ -220,7 +191,7 @@ def queue_rounds(
     floor = Floor(logs / "floor", dataset, task.batch_size)
     latency, burst = [], []
     try:
-        with Workers(1, logs), FloorWorkers(1, logs):
+        with Workers(1, logs), floor_workers(1, logs):
             # Warm both paths once, and check that the floor does the same work: same score.
             ours_id = _submit(client, task, _variants(model, 1)[0])
             _wait_scored([ours_id])
@@ -229,7 +200,7 @@ def queue_rounds(
             _same_score(ours_id, job.return_value())
             for _ in range(args.runs):
                 latency.append(latency_round(client, task, floor, model, args.latency_count))
-        with Workers(2, logs), FloorWorkers(2, logs):
+        with Workers(2, logs), floor_workers(2, logs):
             for run in range(args.runs):
                 burst.append(burst_round(client, task, floor, model, args.burst, run % 2 == 0))
     finally:

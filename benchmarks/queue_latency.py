@@ -22,6 +22,7 @@ import os
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,10 +87,17 @@ def _cleanup() -> None:
 
 
 class Workers:
-    """``count`` real worker processes on the evaluation queue, stopped on exit."""
+    """``count`` real worker processes, stopped on exit: ours (``worker_command``), or those
+    ``command(name)`` starts, named ``{prefix}-{pid}-{i}``."""
 
-    def __init__(self, count: int, log_dir: Path) -> None:
-        self.count, self.log_dir = count, log_dir
+    def __init__(
+        self,
+        count: int,
+        log_dir: Path,
+        command: Callable[[str], list[str]] | None = None,
+        prefix: str = "bench",
+    ) -> None:
+        self.count, self.log_dir, self.command, self.prefix = count, log_dir, command, prefix
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def __enter__(self) -> Workers:
@@ -99,16 +107,15 @@ class Workers:
 
         from evaluation.worker import worker_command
 
+        command = self.command or worker_command
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        names = [f"bench-{os.getpid()}-{i}" for i in range(self.count)]
+        names = [f"{self.prefix}-{os.getpid()}-{i}" for i in range(self.count)]
+        env = {**os.environ, "REDIS_URL": settings.REDIS_URL}
         for name in names:
             log = (self.log_dir / f"{name}.log").open("wb")
             self.procs.append(
                 subprocess.Popen(
-                    worker_command(name),
-                    cwd=ROOT,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
+                    command(name), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
                 )
             )
         connection = get_connection(settings.EVALUATION_QUEUE)
