@@ -21,7 +21,7 @@ average is printed after each run: other processes on the host move every figure
 
 Needs PostgreSQL (``DATABASE_URL``) and a Redis that no other worker serves (``REDIS_URL``); it
 creates and deletes a user ``bench-user`` and a task ``bench-digits``, as ``queue_latency`` does.
-Run: ``python -m benchmarks.floor_bench`` (``make bench`` runs it with the runner benchmark).
+Run: ``python -m benchmarks.floor_bench``, or ``make bench``. On SQLite only the runner rows run.
 """
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ class Floor:
     """Submits to the floor: the model written to a file (as our upload stores one), one job."""
 
     def __init__(self, work_dir: Path, dataset: Path, batch_size: int) -> None:
-        from django.conf import settings
-        from django_rq import get_connection
         from rq import Queue
+
+        from evaluation.queues import evaluation_redis
 
         self.dir, self.dataset, self.batch_size = work_dir, dataset, batch_size
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.queue = Queue(FLOOR_QUEUE, connection=get_connection(settings.EVALUATION_QUEUE))
+        self.queue = Queue(FLOOR_QUEUE, connection=evaluation_redis())
         self.count = 0
 
     def submit(self, model: bytes) -> Any:
@@ -249,7 +249,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"| {_figures([r['ratio'] for r in burst], '{:.2f}×')} "
             f"| **{statistics.median(r['ratio'] for r in burst):.2f}×** | ≥ 0.7× |"
         )
-    if latency:
         print(
             f"| upload: the API view's time for each of ours, p50 "
             f"| {_figures([r['upload'] * 1000 for r in latency], '{:.1f} ms')} | — | — "

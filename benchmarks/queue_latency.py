@@ -102,9 +102,9 @@ class Workers:
 
     def __enter__(self) -> Workers:
         from django.conf import settings
-        from django_rq import get_connection
         from rq import Worker
 
+        from evaluation.queues import evaluation_redis
         from evaluation.worker import worker_command
 
         command = self.command or worker_command
@@ -118,7 +118,7 @@ class Workers:
                     command(name), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
                 )
             )
-        connection = get_connection(settings.EVALUATION_QUEUE)
+        connection = evaluation_redis()
         deadline = time.monotonic() + 120
         while {w.name for w in Worker.all(connection=connection)} & set(names) != set(names):
             if time.monotonic() > deadline:

@@ -306,7 +306,8 @@ def best_rows_computed(
     Under the primary metric this is one query: a window numbers each user's submissions
     best-first and only the first of each is kept. Other rules judge every eligible submission
     (``ranking.judge``) and keep each user's best."""
-    rule = rule or task_rule(task, board)  # ``rule``: the caller read it already
+    if rule is None:  # else the caller read it already (one query for both boards)
+        rule = task_rule(task, board)
     by_user = ENTRANT
     eligible = board_eligible(task=task, board=board)
     if entrants is not None:

@@ -50,17 +50,21 @@ def test_an_upload_looks_up_its_entrant_once_alone_and_in_a_team(
     limit together; in a team, once more after its lock (a merge may have moved the member)."""
     from submissions.models import Team, TeamMembership
 
-    task = make_task()
-    for user, seed, lookups in ((alice, 0, 1), (bob, 1, 2)):
-        if user is bob:
-            team = Team.objects.create(task=task, name="Lab B", created_by=bob)
-            TeamMembership.objects.create(task=task, team=team, user=bob)
+    def reads(user: Any, seed: int) -> tuple[int, int]:
+        """Reads of memberships, and of teams, in one upload by ``user``."""
         with CaptureQueriesContext(connection) as queries:
             upload(user, task, seed)
         sql = [q["sql"] for q in queries.captured_queries]
-        assert sum('FROM "submissions_teammembership"' in q for q in sql) == lookups
-        # in a team: its lock, and its name for the quota's message
-        assert sum('FROM "submissions_team"' in q for q in sql) == (2 if user is bob else 0)
+        return (
+            sum('FROM "submissions_teammembership"' in q for q in sql),
+            sum('FROM "submissions_team"' in q for q in sql),
+        )
+
+    task = make_task()
+    assert reads(alice, 0) == (1, 0)  # alone: no team to read
+    team = Team.objects.create(task=task, name="Lab B", created_by=bob)
+    TeamMembership.objects.create(task=task, team=team, user=bob)
+    assert reads(bob, 1) == (2, 2)  # in a team: the check after its lock; its lock and its name
 
 
 def test_uploads_in_one_process_share_one_redis_client(
