@@ -14,6 +14,8 @@ truth; Redis is checked against it:
   one retry rule, in submissions/services.py) runs it once more or fails it. The wait is measured
   by recovery itself (first seen unclaimed → still unclaimed later), so a Redis that just lost every
   heartbeat is given time for the live workers to publish theirs again.
+- a result whose board refresh is still pending after ``PENDING_STALE_S`` (its process died
+  between the result and the refresh) gets it (``submissions.leaderboard.leaderboard_drain``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from rq.job import Job, JobStatus
 from evaluation import heartbeat
 from evaluation.queues import queue_name
 from submissions import services
+from submissions.leaderboard import leaderboard_drain_stale
 from submissions.models import Submission
 from submissions.notifications import notifications_sweep
 
@@ -44,6 +47,7 @@ DUE_KEY = f"{heartbeat.PREFIX}:recovery:due"
 SUSPECTS_KEY = f"{heartbeat.PREFIX}:recovery:suspects"
 UNJOBBED_KEY = f"{heartbeat.PREFIX}:recovery:unjobbed"
 UNJOBBED_GRACE_S = 5.0
+PENDING_STALE_S = 2.0  # a result's own process refreshes its board within milliseconds
 LOCK_TIMEOUT_S = 20
 Clock = Callable[[], float]  # seconds since the epoch; tests pass one they can move
 ALIVE_JOB_STATUSES = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
@@ -103,6 +107,7 @@ def reconcile(
         _enqueue_orphaned_queued(connection, report, keep_lock=lock.reacquire, now=clock())
         _recover_unclaimed_running(connection, report, now=clock())
         _sweep_notifications()
+        _drain_stale_boards()
         return report
     finally:
         with contextlib.suppress(LockError):  # expired (a long run) or Redis flushed meanwhile
@@ -119,6 +124,15 @@ def _sweep_notifications() -> None:
         return
     if swept:
         log.info("enqueued %d pending notification(s) again", len(swept))
+
+
+def _drain_stale_boards() -> None:
+    """Board refreshes owed for results whose process died between the result and its refresh
+    (``submissions.leaderboard.leaderboard_drain``)."""
+    drained = leaderboard_drain_stale(older_than_s=PENDING_STALE_S)
+    for task_id, count in drained.items():
+        if count:
+            log.info("refreshed the board of task %s for %d pending result(s)", task_id, count)
 
 
 def _job_alive(job: Job | None, waiting: set[str], claimed: bool, queue: str) -> bool:

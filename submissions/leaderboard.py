@@ -1,6 +1,12 @@
 """Keeping the leaderboard read models (LeaderboardEntry, LeaderboardRecord) in step with the
 submissions. Every change that can move a submission on or off a board calls one of these in
-the same transaction: a result written, a re-run, an operator's flag, a freeze, a metric change.
+the same transaction: a re-run, an operator's flag, a freeze, a metric change. A new result is
+the one exception, since it is the hot path: its transaction only records it as pending
+(``leaderboard_result_pending``), so the submitter sees the score when it commits, and the
+refresh runs right after in a transaction of its own (``leaderboard_drain``). One process at a
+time drains a task's pending results, all of them in one refresh per entrant, so a burst of
+results costs far fewer refreshes than results. A result whose process died before its refresh
+is drained by recovery; ``leaderboard_differences`` lists the pending results it sees.
 
 Entries are always recomputed from Submission with the same window query the selectors define
 (``selectors.best_rows_computed``), never patched by hand, so a refresh cannot drift from it.
@@ -18,6 +24,8 @@ Locks (PostgreSQL advisory locks, released at commit; keys are (task id, slot)):
 - the chart, slot -1 (public) or -2 (private): SHARED to decide that a result is no step, so
   EXCLUSIVE writers of the chart cannot be in flight and the decision stands until commit;
   EXCLUSIVE to add a step or recompute the chart.
+- the drain, slot -3, a session lock (not released at commit): held by the one process that
+  refreshes the task's pending results; another finds it taken and leaves its own result to it.
 
 Every write also bumps the board's version (``submissions.board_cache``), when it writes and once
 the transaction commits: cached board fragments and ETags are keyed on it.
@@ -25,14 +33,17 @@ the transaction commits: cached board fragments and ETags are keyed on it.
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 
 from django.db import connection, models, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from submissions import board_cache, ranking
-from submissions.leaderboard_models import LeaderboardEntry, LeaderboardRecord
+from submissions.leaderboard_models import LeaderboardEntry, LeaderboardPending, LeaderboardRecord
 from submissions.models import Submission, Task
 from submissions.ranking_models import RankingRule, rule_on, task_rule_row
 from submissions.selectors import (
@@ -154,13 +165,17 @@ def _whole_board_moves(task: Task, submissions: Iterable[Submission]) -> bool:
 
 def leaderboard_rebuild(*, task_id: int) -> None:
     """Recompute every entry and record of a task: after a freeze, a metric change, a ranking
-    rule change, or repair."""
+    rule change, or repair. It covers the results pending so far, which it then forgets."""
     with transaction.atomic():
         _lock_board(task_id, None)
         task = Task.objects.get(pk=task_id)
+        # Read before the recompute, which therefore sees each of their results; one pending
+        # from a result committed later is left for its drain.
+        covered = list(_pending(task_id).values_list("pk", flat=True))
         for board in BOARDS:
             _refresh_entries(task, board, None)
             _rebuild_records(task, board)
+        LeaderboardPending.objects.filter(pk__in=covered).delete()
 
 
 def _fields(model: type[models.Model]) -> list[str]:
@@ -197,6 +212,12 @@ def leaderboard_differences(*, task_id: int) -> list[str]:
     """
     task = Task.objects.get(pk=task_id)
     found: list[str] = []
+    pending = _pending(task_id).order_by("pk")
+    for waiting in pending.values_list("submission_id", "created_at"):
+        found.append(
+            f"{task.slug} result of submission {waiting[0]}: its board refresh has not run yet "
+            f"(pending since {waiting[1]:%Y-%m-%d %H:%M:%S.%f})"
+        )
     for board in BOARDS:
         found += _differences(
             f"{task.slug} {board} entry",
@@ -360,3 +381,84 @@ def leaderboard_entrants_changed(*, task_id: int, entrants: list[str]) -> None:
             _refresh_entries(task, board, moved)
             _lock_chart(task_id, board)
             _rebuild_records(task, board)
+
+
+# --- A new result: recorded as pending in its own transaction, refreshed right after it.
+
+_DRAIN_SLOT = -3
+DRAIN_BATCH = 200  # pending results refreshed in one transaction
+DRAIN_BUDGET_S = 5.0  # one process drains this long at most, then leaves the rest
+
+
+def _pending(task_id: int) -> models.QuerySet[LeaderboardPending]:
+    return LeaderboardPending.objects.filter(task_id=task_id)
+
+
+def leaderboard_result_pending(*, task_id: int, submission_id: int) -> None:
+    """In a new result's transaction: its board refresh is owed (``leaderboard_drain``)."""
+    LeaderboardPending.objects.create(task_id=task_id, submission_id=submission_id)
+
+
+def _try_drain_lock(task_id: int) -> bool:
+    """Whether this process may drain the task now (SQLite: always; it writes one at a time)."""
+    if connection.vendor != "postgresql":
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [task_id, _DRAIN_SLOT])
+        return bool(cursor.fetchone()[0])
+
+
+def _drain_unlock(task_id: int) -> None:
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [task_id, _DRAIN_SLOT])
+
+
+def _drain_batch(task_id: int) -> int:
+    """Refresh the entrants of up to ``DRAIN_BATCH`` pending results and forget those: one
+    transaction, whose refresh reads every result the pending rows it read stand for."""
+    with transaction.atomic():
+        batch = list(_pending(task_id).order_by("pk").values_list("pk", "submission_id"))
+        batch = batch[:DRAIN_BATCH]
+        if batch:
+            leaderboard_submissions_changed(submission_ids={s for _, s in batch})
+            LeaderboardPending.objects.filter(pk__in=[pk for pk, _ in batch]).delete()
+        return len(batch)
+
+
+def leaderboard_drain(*, task_id: int, budget_s: float = DRAIN_BUDGET_S) -> int:
+    """Refresh the board for the task's pending results; how many this call covered.
+
+    Only one process drains a task at a time (the drain lock): one that finds it taken returns
+    at once, and the holder covers its result too. No result is left behind: the holder looks
+    for pending rows again after it lets go of the lock, and any result committed before another
+    process failed to take the lock is committed before that release, so that look sees it. Only
+    a drain that runs past ``budget_s`` (a flood of results) leaves the rest to the next result
+    of the task, or to recovery."""
+    deadline = time.monotonic() + budget_s
+    done = 0
+    while _try_drain_lock(task_id):
+        try:
+            while count := _drain_batch(task_id):
+                done += count
+                if time.monotonic() >= deadline:
+                    break
+        finally:
+            _drain_unlock(task_id)
+        if time.monotonic() >= deadline or not _pending(task_id).exists():
+            break
+    return done
+
+
+def leaderboard_drain_stale(*, older_than_s: float) -> dict[int, int]:
+    """Drain every task with a result pending longer than ``older_than_s`` (its process died
+    between the result and the refresh, or a drain ran out of budget): recovery's part. The
+    task id → results covered."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    tasks = (
+        LeaderboardPending.objects.filter(created_at__lt=cutoff)
+        .values_list("task_id", flat=True)
+        .distinct()
+    )
+    return {task_id: leaderboard_drain(task_id=task_id) for task_id in sorted(set(tasks))}

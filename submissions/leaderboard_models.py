@@ -102,3 +102,23 @@ class LeaderboardRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id}/{self.board}: {self.score} at {self.at:%Y-%m-%d %H:%M}"
+
+
+class LeaderboardPending(models.Model):
+    """A result whose board refresh has not run yet. Written in the result's own transaction, so
+    the submitter sees their score at once; deleted by the refresh that covers it
+    (``leaderboard.leaderboard_drain``), which the result's work horse runs right after its
+    commit, another horse of the same task runs for it meanwhile, or recovery runs when the
+    process died in between."""
+
+    task = models.ForeignKey("submissions.Task", on_delete=models.CASCADE, related_name="+")
+    submission = models.ForeignKey(
+        "submissions.Submission", on_delete=models.CASCADE, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["task", "id"], name="leaderboard_pending_task")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}: submission {self.submission_id} since {self.created_at}"

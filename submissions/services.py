@@ -38,7 +38,11 @@ from evaluation.queues import class_queue, evaluation_redis
 from evaluation.runner import EvalResult
 from evaluation.timing import TimingProtocol
 from submissions.dataset_cache import cached_copy
-from submissions.leaderboard import leaderboard_submissions_changed
+from submissions.leaderboard import (
+    leaderboard_drain,
+    leaderboard_result_pending,
+    leaderboard_submissions_changed,
+)
 from submissions.models import DatasetVersion, Submission, Task, Team
 from submissions.notifications import notification_record
 from submissions.quotas import (
@@ -334,8 +338,10 @@ def submission_succeed(
 ) -> bool:
     """running → succeeded with the result, in one UPDATE; a second call changes nothing.
     ``dataset_version_id``: the version the job loaded (None: the task had none), which decides
-    whether the result is on the board. The leaderboard's read models move in the same
-    transaction."""
+    whether the result is on the board. The leaderboard's read models follow right after the
+    commit, in a transaction of their own (``leaderboard.leaderboard_drain``): the score is the
+    submitter's to see without waiting for the board."""
+    task_id = None
     with transaction.atomic():
         changed = Submission.objects.filter(pk=submission_id, status=Status.RUNNING).update(
             status=Status.SUCCEEDED,
@@ -365,8 +371,11 @@ def submission_succeed(
             batch_latencies_ms=result.batch_latencies_ms,
         )
         if changed:
-            leaderboard_submissions_changed(submission_ids=[submission_id])
+            task_id = Submission.objects.values_list("task_id", flat=True).get(pk=submission_id)
+            leaderboard_result_pending(task_id=task_id, submission_id=submission_id)
             notification_record(submission_id=submission_id)
+    if task_id is not None:
+        leaderboard_drain(task_id=task_id)
     return bool(changed)
 
 

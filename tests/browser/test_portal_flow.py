@@ -17,6 +17,7 @@ from django.utils import timezone
 from submissions.models import Submission
 from tests.browser.conftest import DESKTOP, PHONE, wait_for
 from tests.builders import digits_like, linear_classifier, linear_reference
+from tests.submissions.test_leaderboard_read_models import boards_refreshed
 from tests.submissions.test_read_api import scored
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -105,6 +106,7 @@ def test_participant_uploads_watches_ranks_exports_and_operator_hides(
     assert page.locator("figure.chart svg circle").count() > 0  # per-batch latency chart
     screenshot(page, "03-submission-done")
 
+    wait_for(boards_refreshed, timeout=30, what="the board refreshed after the result")
     page.get_by_role("link", name="Handwritten digits").click()
     mine = page.locator('tr.mine[data-user="alice"]')
     assert mine.locator("td").first.inner_text() == "1"

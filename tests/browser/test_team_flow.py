@@ -14,6 +14,7 @@ from submissions.models import Submission, Team
 from tests.browser.conftest import DESKTOP, wait_for
 from tests.browser.test_portal_flow import log_in
 from tests.builders import digits_like, linear_classifier
+from tests.submissions.test_leaderboard_read_models import boards_refreshed
 from tests.submissions.test_read_api import scored
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -68,8 +69,10 @@ def test_invite_accept_submit_and_one_team_row_on_the_board(
         upload = Submission.objects.get(user__username="bob")
         assert upload.team == Team.objects.get(name="Lab A")
         wait_for(
-            lambda: Submission.objects.get(pk=upload.pk).status == "succeeded",
-            what="bob's upload scored",
+            lambda: (
+                Submission.objects.get(pk=upload.pk).status == "succeeded" and boards_refreshed()
+            ),
+            what="bob's upload scored and on the board",
         )
 
         for page in (founder, joiner):

@@ -26,7 +26,12 @@ from tests.evaluation.fleet_support import (
     submit,
     wait_for,
 )
-from tests.submissions.test_leaderboard_read_models import assert_in_step, result, running
+from tests.submissions.test_leaderboard_read_models import (
+    assert_in_step,
+    boards_refreshed,
+    result,
+    running,
+)
 from tests.submissions.test_read_api import scored
 
 _ = start_worker  # a fixture, used by name
@@ -46,6 +51,7 @@ def test_results_from_two_real_workers_leave_the_board_equal_to_a_rebuild(
 
     submissions = [submit(user, task, fast_model()) for _ in range(4) for user in users]
     wait_for("all final", lambda: all(final(s) for s in submissions), 180, workers)
+    wait_for("the board refreshed", boards_refreshed, 30, workers)
 
     rows = [row(s) for s in submissions]
     assert [r.status for r in rows] == ["succeeded"] * len(rows), [r.error_message for r in rows]

@@ -16,6 +16,7 @@ from submissions.admin_services import (
     task_leaderboard_set,
 )
 from submissions.leaderboard import leaderboard_differences, leaderboard_user_refresh
+from submissions.leaderboard_models import LeaderboardPending
 from submissions.models import Submission
 from submissions.selectors import (
     best_rows_computed,
@@ -44,6 +45,13 @@ def assert_in_step(task: Any) -> None:
         steps = leaderboard_best_over_time(task=task, board=board)
         assert steps == records_computed(task=task, board=board), board
     assert leaderboard_differences(task_id=task.pk) == []  # every kept field, both boards
+
+
+def boards_refreshed() -> bool:
+    """Whether every result's board refresh has run: it runs right after the result commits
+    (``leaderboard.leaderboard_drain``), so a test that saw a submission scored by a live worker
+    waits for this before it reads the board."""
+    return not LeaderboardPending.objects.exists()
 
 
 def running(task: Any, user: Any, **fields: Any) -> Submission:

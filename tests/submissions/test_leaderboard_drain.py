@@ -1,0 +1,168 @@
+"""A new result's board refresh runs after its commit (``leaderboard.leaderboard_drain``): one
+process drains a task at a time, no result is left behind when another holds the drain, and a
+result whose process died before its refresh is drained by recovery."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from evaluation import recovery
+from submissions.leaderboard import (
+    _entrant_slot,
+    leaderboard_differences,
+    leaderboard_drain,
+    leaderboard_rebuild,
+)
+from submissions.leaderboard_models import LeaderboardPending
+from submissions.selectors import leaderboard
+from submissions.services import submission_succeed
+from tests.submissions.test_leaderboard_read_models import assert_in_step, result, running
+
+postgres_only = pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="SQLite has no drain lock",
+)
+DRAIN_SLOT = -3
+
+
+def _names(task: Any) -> list[str]:
+    return [r.submission.user.username for r in leaderboard(task=task)]
+
+
+@pytest.mark.django_db
+def test_a_result_is_refreshed_right_after_its_commit_and_leaves_nothing_pending(
+    make_task: Any, alice: Any, bob: Any
+) -> None:
+    task = make_task()
+    first, second = running(task, alice), running(task, bob)
+    assert submission_succeed(submission_id=first.pk, result=result(0.6))
+    assert submission_succeed(submission_id=second.pk, result=result(0.9))
+    assert _names(task) == ["bob", "alice"]
+    assert not LeaderboardPending.objects.exists()
+    assert_in_step(task)
+
+
+class _Holder:
+    """Another process's connection, in a thread: takes a lock, holds it until told to."""
+
+    def __init__(self, sql: str, args: list[int]) -> None:
+        self.taken, self.release = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(sql, args))
+
+    def _run(self, sql: str, args: list[int]) -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(sql, args)
+                self.taken.set()
+                self.release.wait(30)
+        finally:
+            connection.close()  # a session lock goes with its connection, as when a process dies
+
+    def __enter__(self) -> _Holder:
+        self.thread.start()
+        assert self.taken.wait(30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self.thread.join(30)
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_result_whose_process_died_before_its_refresh_is_listed_then_drained_by_recovery(
+    make_task: Any, alice: Any, bob: Any, queue: Any
+) -> None:
+    task = make_task()
+    assert submission_succeed(submission_id=running(task, bob).pk, result=result(0.5))
+    late = running(task, alice)
+    # Another process holds the drain and dies (its connection closes) before it looks again.
+    with _Holder("SELECT pg_advisory_lock(%s, %s)", [task.pk, DRAIN_SLOT]):
+        assert submission_succeed(submission_id=late.pk, result=result(0.9))
+    assert _names(task) == ["bob"]  # the score is alice's to see; the board has not moved yet
+    differences = leaderboard_differences(task_id=task.pk)
+    assert differences[0].startswith(
+        f"{task.slug} result of submission {late.pk}: its board refresh has not run yet"
+    )
+    assert len(differences) > 1  # and the rows a refresh would write
+
+    LeaderboardPending.objects.update(created_at=timezone.now() - timedelta(seconds=10))
+    recovery.reconcile(connection=queue.connection)
+    assert _names(task) == ["alice", "bob"]
+    assert not LeaderboardPending.objects.exists()
+    assert_in_step(task)
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_result_that_finds_the_drain_taken_is_refreshed_by_the_process_holding_it(
+    make_task: Any, alice: Any, bob: Any
+) -> None:
+    """The holder looks again after letting go: no result waits for recovery."""
+    task = make_task()
+    first, second = running(task, alice), running(task, bob)
+    covered: list[int] = []
+
+    def first_result() -> None:  # its own connection: another work horse
+        try:
+            covered.append(int(submission_succeed(submission_id=first.pk, result=result(0.6))))
+        finally:
+            connection.close()
+
+    # Alice's refresh blocks on her entrant's lock (held here), holding the drain meanwhile.
+    with _Holder("SELECT pg_advisory_xact_lock(%s, %s)", [task.pk, _entrant_slot(f"u{alice.pk}")]):
+        drainer = threading.Thread(target=first_result)
+        drainer.start()
+        _wait_until(lambda: LeaderboardPending.objects.filter(submission=first).exists())
+        _wait_until(_drain_taken(task.pk))
+        assert submission_succeed(submission_id=second.pk, result=result(0.9))
+        assert LeaderboardPending.objects.filter(submission=second).exists()  # left to alice's
+        assert leaderboard_drain(task_id=task.pk) == 0  # the drain is taken: returns at once
+    drainer.join(30)
+    assert covered == [1]
+    assert not LeaderboardPending.objects.exists()
+    assert _names(task) == ["bob", "alice"]
+    assert_in_step(task)
+
+
+def _drain_taken(task_id: int) -> Any:
+    def taken() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND classid = %s AND objid = %s",
+                [task_id, DRAIN_SLOT & 0xFFFFFFFF],
+            )
+            return bool(cursor.fetchone()[0])
+
+    return taken
+
+
+def _wait_until(condition: Any, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+@pytest.mark.django_db
+def test_a_rebuild_covers_the_pending_results_and_forgets_them(make_task: Any, alice: Any) -> None:
+    task = make_task()
+    with transaction.atomic():
+        submission = running(task, alice)
+        LeaderboardPending.objects.create(task=task, submission=submission)
+        submission.status, submission.score, submission.score_private = "succeeded", 0.7, 0.3
+        submission.save()
+    assert leaderboard_differences(task_id=task.pk) != []
+    leaderboard_rebuild(task_id=task.pk)
+    assert not LeaderboardPending.objects.exists()
+    assert _names(task) == ["alice"]
+    assert_in_step(task)
+    assert leaderboard_drain(task_id=task.pk) == 0
