@@ -63,6 +63,14 @@ def _send_to_its_class(job: Job, queue: Queue, submission_id: int, job_id: str) 
         services.submission_enqueue(submission_id=submission_id)
 
 
+def _others_waiting(connection: Redis, queues: dict[str, Queue]) -> bool:
+    """Whether any job waits in this worker's queues, the popped one aside: one round trip."""
+    with connection.pipeline(transaction=False) as pipe:
+        for q in queues.values():
+            pipe.llen(q.key)
+        return any(pipe.execute())
+
+
 def fair_pick(
     job: Job, queue: Queue, *, classes: Sequence[str], queues: dict[str, Queue]
 ) -> tuple[Job, Queue] | None:
@@ -81,6 +89,8 @@ def fair_pick(
     if row[2] not in classes:
         _send_to_its_class(job, queue, submission_id, row[1])
         return None
+    if not _others_waiting(queue.connection, queues):
+        return job, queue  # no other job to swap in: no turn to take (saves the fair order query)
     for candidate_id, candidate_job_id, device_class in next_candidates(classes=classes):
         if candidate_id == submission_id:
             break

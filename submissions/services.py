@@ -313,6 +313,10 @@ def submission_enqueue(*, submission_id: int) -> None:
     Submission.objects.filter(pk=submission_id).update(job_id=job.job_id)
 
 
+# What a job reads with its submission: the task's spec needs the device class (requires_gpu).
+JOB_START_RELATED = ("task__current_dataset", "task__device_class")
+
+
 def submission_start(*, submission_id: int, worker_name: str) -> Submission | None:
     """queued → running. None when the submission is no longer queued (cancelled, already done)."""
     updated = Submission.objects.filter(pk=submission_id, status=Status.QUEUED).update(
@@ -324,7 +328,7 @@ def submission_start(*, submission_id: int, worker_name: str) -> Submission | No
     )
     if not updated:
         return None
-    return Submission.objects.select_related("task__current_dataset").get(pk=submission_id)
+    return Submission.objects.select_related(*JOB_START_RELATED).get(pk=submission_id)
 
 
 def submission_set_progress(*, submission_id: int, progress: float) -> None:

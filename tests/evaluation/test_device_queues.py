@@ -10,11 +10,14 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 from rq import Queue
 
 from evaluation import recovery
+from evaluation.dispatch import fair_pick, submission_id_of
 from evaluation.queues import ClassRule, queue_name, served_classes
 from evaluation.runner import CUDA_NOT_ACTIVE
 from evaluation.worker import EvaluationWorker
@@ -297,3 +300,28 @@ def test_a_job_whose_task_moved_to_another_class_goes_to_that_class(
 
     assert row(submission).status == "queued"
     assert class_queue_ids(queue, "a40") == [row(submission).job_id] and queue.count == 0
+
+
+def test_the_only_waiting_job_runs_without_asking_the_database_for_the_fair_order(
+    queue: Any, alice: Any, bob: Any, make_task: Any, settings: Any
+) -> None:
+    settings.EVAL_DEVICE = "cpu"
+    task = make_task(submissions_per_day=100)
+    worker = cpu_worker(queue)
+    first, second = submit(alice, task, fast_model()), submit(bob, task, fast_model())
+
+    def pick_next() -> tuple[Any, list[str]]:
+        job, popped_from = Queue.dequeue_any(
+            list(worker.class_queues.values()), None, connection=queue.connection
+        )
+        with CaptureQueriesContext(connection) as queries:
+            picked = fair_pick(
+                job, popped_from, classes=worker.device_classes, queues=worker.class_queues
+            )
+        assert picked is not None
+        return picked[0], [q["sql"] for q in queries.captured_queries]
+
+    job, asked = pick_next()  # bob's waits too: the fair order is asked
+    assert submission_id_of(job) == first.pk and len(asked) == 2
+    job, asked = pick_next()  # nothing else waits: the popped job is the one to run
+    assert submission_id_of(job) == second.pk and len(asked) == 1

@@ -9,6 +9,7 @@ from typing import Any
 
 import psutil
 import pytest
+from django.db import connection
 
 from submissions import services
 from submissions.models import Submission
@@ -83,3 +84,23 @@ def test_a_cancel_that_reaches_a_ready_horse_before_it_starts_wins(
     current = Submission.objects.get(pk=submission.pk)
     assert current.status == Submission.Status.CANCELLED and current.score is None
     wait_for("a new ready horse", lambda: ready_horse_of(worker.pid), 30, [worker])
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("ready", [True, False], ids=["ready-horse", "forked-per-job"])
+def test_the_worker_keeps_its_database_connection_while_its_horses_use_their_own(
+    run_worker: Any, queue: Any, alice: Any, make_task: Any, settings: Any, ready: bool
+) -> None:
+    """The worker (this process: a burst worker) forks a horse per job; each horse leaves the
+    inherited connection alone and opens its own, so the worker's stays open and usable."""
+    settings.EVAL_READY_HORSE = ready
+    task = make_task(submissions_per_day=10)
+    submissions = [submit(alice, task, fast_model()) for _ in range(3)]
+    connection.ensure_connection()
+    before = connection.connection
+
+    run_worker()
+
+    assert connection.connection is before  # not closed and opened again around each fork
+    rows = list(Submission.objects.filter(pk__in=[s.pk for s in submissions]))
+    assert [r.status for r in rows] == ["succeeded"] * 3, [r.error_message for r in rows]

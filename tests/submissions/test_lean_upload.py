@@ -93,3 +93,17 @@ def test_the_duplicate_and_quota_checks_are_served_by_indexes(alice: Any, make_t
     with connection.cursor() as cursor:  # what the database has (PostgreSQL or SQLite)
         present = set(connection.introspection.get_constraints(cursor, "submissions_submission"))
     assert {"submission_duplicate_idx", "submission_quota_idx"} <= present
+
+
+def test_a_jobs_start_reads_the_task_with_all_its_evaluation_needs(
+    alice: Any, make_task: Any, queue: Any, django_assert_num_queries: Any
+) -> None:
+    """The other end of the upload: the work horse's first read brings the task's spec along
+    (its device class included), so the evaluation asks the database nothing more before its
+    result."""
+    submission = upload(alice, make_task())
+    started = services.submission_start(submission_id=submission.pk, worker_name="w")
+    assert started is not None
+    with django_assert_num_queries(0):
+        assert started.task.spec().requires_gpu is False
+        assert started.task.current_dataset_id is None
