@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,15 @@ import onnxruntime as ort
 from evaluation.limits import TimeLimit, time_limit_message
 from evaluation.metrics import compute_family
 from evaluation.spec import TaskSpec
-from evaluation.timing import Alone, RunBatch, ScoringGate, Timing, TimingHooks, measure
+from evaluation.timing import (
+    Alone,
+    RunBatch,
+    RunGroup,
+    ScoringGate,
+    Timing,
+    TimingHooks,
+    measure,
+)
 
 # numpy.ma and numpy.random load lazily, on the first np.percentile of a process. The worker
 # parent imports this module, so importing them here means each forked work horse inherits them
@@ -272,6 +281,26 @@ class _Executor:
         except ONNXRUNTIME_ERRORS as exc:
             raise self.model_error(exc) from exc
 
+    def _bound_run(self, batch: np.ndarray) -> Callable[[], None]:
+        """One run of ``batch`` on CUDA with the input copied to the device once and the output
+        left there, synchronised at its end: what the timing phase times on a GPU."""
+        binding = self.session.io_binding()
+        x = ort.OrtValue.ortvalue_from_numpy(batch, "cuda", self.device.device_id)
+        binding.bind_ortvalue_input(self.input_name, x)
+        binding.bind_output(self.output_names[0], "cuda", self.device.device_id)
+        binding.synchronize_inputs()
+        run_bound, sync, options = (
+            self.session.run_with_iobinding,
+            binding.synchronize_outputs,
+            self.run_options,
+        )
+
+        def once() -> None:
+            run_bound(binding, options)
+            sync()
+
+        return once
+
     def timed_batch(self, batch: np.ndarray) -> RunBatch:
         """One run of ``batch`` per call, returning its seconds: the timing phase's unit.
 
@@ -281,17 +310,11 @@ class _Executor:
         """
         options = self.run_options
         if self.on_cuda:
-            binding = self.session.io_binding()
-            x = ort.OrtValue.ortvalue_from_numpy(batch, "cuda", self.device.device_id)
-            binding.bind_ortvalue_input(self.input_name, x)
-            binding.bind_output(self.output_names[0], "cuda", self.device.device_id)
-            binding.synchronize_inputs()
-            run_bound, sync = self.session.run_with_iobinding, binding.synchronize_outputs
+            run_cuda = self._bound_run(batch)
 
             def once_cuda() -> float:
                 start = perf_counter()
-                run_bound(binding, options)
-                sync()
+                run_cuda()
                 return perf_counter() - start
 
             return once_cuda
@@ -303,6 +326,37 @@ class _Executor:
             return perf_counter() - start
 
         return once
+
+    def timed_group(self, batch: np.ndarray) -> RunGroup:
+        """``k`` -> ``k`` runs of ``batch`` back to back between two clock reads, returning
+        their seconds: the timing phase's unit for a batch of microseconds
+        (``timing.GROUP_MIN_S``). The loop is a bare benchmark's: the same call, nothing else."""
+        options = self.run_options
+        if self.on_cuda:
+            run_cuda = self._bound_run(batch)
+
+            def group_cuda(k: int) -> Callable[[], float]:
+                def runs() -> float:
+                    start = perf_counter()
+                    for _ in repeat(None, k):
+                        run_cuda()
+                    return perf_counter() - start
+
+                return runs
+
+            return group_cuda
+        run, names, feed = self.session.run, self.output_names, {self.input_name: batch}
+
+        def group(k: int) -> Callable[[], float]:
+            def runs() -> float:
+                start = perf_counter()
+                for _ in repeat(None, k):
+                    run(names, feed, options)
+                return perf_counter() - start
+
+            return runs
+
+        return group
 
     def _run_cuda(self, batch: np.ndarray) -> np.ndarray:
         """One batch through IOBinding, as the timing phase runs it (``timed_batch``): the input
@@ -435,6 +489,7 @@ def time_model(
             lock=locked_then_limited,
             observe=hooks.observe,
             warm_up=lambda: executor.warm_up(batch, max(device.warmup_runs, 1)),
+            run_group=executor.timed_group(batch),
         )
     except ONNXRUNTIME_ERRORS as exc:
         raise executor.model_error(exc) from exc

@@ -55,6 +55,40 @@ def test_a_tiny_model_is_timed_over_thousands_of_batches_to_meet_the_minimum_tim
     assert len(timing.kept_batches_ms) <= 500
 
 
+def grouped(device: FakeDevice) -> Any:
+    """The runner's ``timed_group`` for a fake: k batches back to back, their seconds."""
+
+    def group(k: int) -> Any:
+        calls.append(k)
+        return lambda: sum(device.run_batch() for _ in range(k))
+
+    calls: list[int] = []
+    group.calls = calls  # type: ignore[attr-defined]
+    return group
+
+
+def test_a_batch_of_microseconds_is_timed_in_groups_that_each_last_the_group_minimum() -> None:
+    device = FakeDevice(lambda i: 1e-6)
+    run_group = grouped(device)
+
+    timing = measure(device.run_batch, PROTOCOL, clock=device.clock, run_group=run_group)
+
+    assert run_group.calls == [50] and timing.batches_per_sample == 50  # 50 µs / 1 µs
+    assert all(n % 50 == 0 and n >= 2000 for n in timing.batches_per_pass)  # still >= 2 ms
+    assert timing.p50_ms == pytest.approx(0.001) and timing.mean_ms == pytest.approx(0.001)
+    assert timing.summary()["batches_per_sample"] == 50
+
+
+def test_a_batch_as_long_as_the_group_minimum_is_timed_alone() -> None:
+    device = FakeDevice(lambda i: 0.001)
+    run_group = grouped(device)
+
+    timing = measure(device.run_batch, PROTOCOL, clock=device.clock, run_group=run_group)
+
+    assert run_group.calls == [] and timing.batches_per_sample == 1
+    assert timing.batches == 65  # 13 a pass, as without groups
+
+
 def test_a_slow_model_meets_the_minimum_batch_count_unless_the_cap_stops_it() -> None:
     quick = FakeDevice(lambda i: 0.001)
     assert measure(quick.run_batch, PROTOCOL, clock=quick.clock).batches == 65  # 13 a pass
@@ -160,6 +194,7 @@ def test_a_real_tiny_model_has_a_real_sub_millisecond_latency() -> None:
     assert result.timing["batches"] >= 64
     assert result.latency_p50_ms <= result.latency_p90_ms <= result.latency_p99_ms
     assert result.throughput == pytest.approx(16 * 1000 / result.latency_mean_ms)
+    assert result.timing["batches_per_sample"] > 1  # microseconds a batch: timed in groups
     assert result.timing_exclusive is False  # the pure runner has no lock unless lent one
     assert result.timing["conditions"]["provider"] == "CPUExecutionProvider"
 
