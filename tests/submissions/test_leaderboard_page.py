@@ -218,6 +218,16 @@ def test_submission_page_shows_the_latency_chart_and_what_to_do_after_a_failure(
     client.force_login(alice)
     page = client.get(f"/submissions/{good.pk}/").content.decode()
     assert "4 timed batches" in page and page.count('<circle class="dot"') == 4
+    grouped = scored(
+        task,
+        alice,
+        0.8,
+        batch_latencies_ms=[0.004, 0.005],
+        timing={"batches": 40_000, "batches_per_sample": 16},
+    )
+    page = client.get(f"/submissions/{grouped.pk}/").content.decode()
+    assert "2 groups of 16 back-to-back batches, each point their mean" in page
+    assert "evenly sampled from all 40000" in page
     failed = client.get(f"/submissions/{bad.pk}/").content.decode()
     assert "NaN or infinity (batch 3)" in failed
     assert "Look for divisions by zero" in failed
