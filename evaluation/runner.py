@@ -252,16 +252,18 @@ class _Executor:
         measures latency on its own, so the CPU loop is the very call a bare onnxruntime loop
         makes, a shape check and the turn it gives other workers' timings."""
         outputs: list[np.ndarray] = []
-        run, names, feed = self.session.run, self.output_names, self.input_name
-        options, limit, between = self.run_options, self.limit, turn.between_batches
+        session_run, names, feed = self.session.run, self.output_names, self.input_name
+        options, limit = self.run_options, self.limit
+        # Asked before every batch, unless there is nobody to give way to.
+        between = None if isinstance(turn.gate, Alone) else turn.between_batches
         expected, total = spec.output_batch_shape, len(batches)
+
+        cuda, run_cuda = self.on_cuda, self._run_cuda
         try:
             for index, batch in enumerate(batches, 1):
-                between(limit)
-                if self.on_cuda:
-                    out = self._run_cuda(batch)
-                else:
-                    out = run(names, {feed: batch}, options)[0]
+                if between is not None:
+                    between(limit)
+                out = run_cuda(batch) if cuda else session_run(names, {feed: batch}, options)[0]
                 if out.shape != expected:
                     raise _shape_error(out, spec)
                 outputs.append(out)
