@@ -4,8 +4,9 @@ the same transaction: a re-run, an operator's flag, a freeze, a metric change. A
 the one exception, since it is the hot path: its transaction only records it as pending
 (``leaderboard_result_pending``), so the submitter sees the score when it commits, and the
 refresh runs right after in a transaction of its own (``leaderboard_drain``). One process at a
-time drains a task's pending results, all of them in one refresh per entrant, so a burst of
-results costs far fewer refreshes than results. A result whose process died before its refresh
+time drains a task's pending results, all of them in one refresh per entrant; while jobs wait in
+its queue a work horse leaves results younger than ``BOARD_LAG_S`` to the queue's last one, so
+a burst of results costs a few refreshes, not one each. A result whose process died before its refresh
 is drained by recovery; ``leaderboard_differences`` lists the pending results it sees.
 
 Entries are always recomputed from Submission with the same window query the selectors define
@@ -388,6 +389,10 @@ def leaderboard_entrants_changed(*, task_id: int, entrants: list[str]) -> None:
 _DRAIN_SLOT = -3
 DRAIN_BATCH = 200  # pending results refreshed in one transaction
 DRAIN_BUDGET_S = 5.0  # one process drains this long at most, then leaves the rest
+# While more results are on their way (a queue with jobs waiting), a work horse refreshes only
+# the results pending longer than this, and the queue's last one refreshes all: a burst of
+# results costs a few refreshes, not one each, and its board is at most about this late.
+BOARD_LAG_S = 1.0
 
 
 def _pending(task_id: int) -> models.QuerySet[LeaderboardPending]:
@@ -452,9 +457,10 @@ def leaderboard_drain(*, task_id: int, budget_s: float = DRAIN_BUDGET_S) -> int:
 
 
 def leaderboard_drain_stale(*, older_than_s: float) -> dict[int, int]:
-    """Drain every task with a result pending longer than ``older_than_s`` (its process died
-    between the result and the refresh, or a drain ran out of budget): recovery's part. The
-    task id → results covered."""
+    """Drain every task with a result pending longer than ``older_than_s``: a work horse's
+    part after its result (0: every pending result; ``BOARD_LAG_S`` in a burst), and
+    recovery's (a process died between its result and the refresh). The task id → results
+    covered."""
     cutoff = timezone.now() - timedelta(seconds=older_than_s)
     tasks = (
         LeaderboardPending.objects.filter(created_at__lt=cutoff)

@@ -338,13 +338,18 @@ def submission_set_progress(*, submission_id: int, progress: float) -> None:
 
 
 def submission_succeed(
-    *, submission_id: int, result: EvalResult, dataset_version_id: int | None = None
+    *,
+    submission_id: int,
+    result: EvalResult,
+    dataset_version_id: int | None = None,
+    drain: bool = True,
 ) -> bool:
     """running → succeeded with the result, in one UPDATE; a second call changes nothing.
     ``dataset_version_id``: the version the job loaded (None: the task had none), which decides
     whether the result is on the board. The leaderboard's read models follow right after the
     commit, in a transaction of their own (``leaderboard.leaderboard_drain``): the score is the
-    submitter's to see without waiting for the board."""
+    submitter's to see without waiting for the board. ``drain=False`` leaves that refresh to
+    the caller (a work horse in a burst: ``evaluation.jobs``)."""
     task_id = None
     with transaction.atomic():
         changed = Submission.objects.filter(pk=submission_id, status=Status.RUNNING).update(
@@ -378,7 +383,7 @@ def submission_succeed(
             task_id = Submission.objects.values_list("task_id", flat=True).get(pk=submission_id)
             leaderboard_result_pending(task_id=task_id, submission_id=submission_id)
             notification_record(submission_id=submission_id)
-    if task_id is not None:
+    if task_id is not None and drain:
         leaderboard_drain(task_id=task_id)
     return bool(changed)
 

@@ -13,7 +13,8 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from evaluation import recovery
+from evaluation import jobs, recovery
+from submissions.board_cache import board_version
 from submissions.leaderboard import (
     _entrant_slot,
     leaderboard_differences,
@@ -23,6 +24,8 @@ from submissions.leaderboard import (
 from submissions.leaderboard_models import LeaderboardPending
 from submissions.selectors import leaderboard
 from submissions.services import submission_succeed
+from tests.evaluation.fleet_support import fast_model, row, submit
+from tests.submissions.test_leaderboard_concurrent_workers import QUICK_TIMING
 from tests.submissions.test_leaderboard_read_models import assert_in_step, result, running
 
 postgres_only = pytest.mark.skipif(
@@ -166,3 +169,24 @@ def test_a_rebuild_covers_the_pending_results_and_forgets_them(make_task: Any, a
     assert _names(task) == ["alice"]
     assert_in_step(task)
     assert leaderboard_drain(task_id=task.pk) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_of_results_is_refreshed_once_by_the_last_horse_of_the_queue(
+    run_worker: Any, queue: Any, alice: Any, bob: Any, make_task: Any, monkeypatch: Any
+) -> None:
+    """Each horse sees jobs still waiting and leaves its result (none is older than the lag,
+    set long here so the test does not depend on the machine's speed); the last horse finds the
+    queue empty and refreshes all six results at once."""
+    monkeypatch.setattr(jobs, "BOARD_LAG_S", 600.0)
+    task = make_task(submissions_per_day=100, timing=QUICK_TIMING)
+    submissions = [submit(user, task, fast_model()) for _ in range(3) for user in (alice, bob)]
+    before = board_version(task_id=task.pk)
+
+    run_worker()  # one horse per job, in queue order
+
+    rows = [row(s) for s in submissions]
+    assert [r.status for r in rows] == ["succeeded"] * 6, [r.error_message for r in rows]
+    assert not LeaderboardPending.objects.exists()
+    assert board_version(task_id=task.pk) - before == 2  # one refresh: its write and its commit
+    assert_in_step(task)
