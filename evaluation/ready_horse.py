@@ -19,13 +19,16 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import onnxruntime as ort
 from django import db
+from redis import Redis
 
 from evaluation.device import CUDA_DEVICE_ID
 from evaluation.jobs import dataset_preload
+from evaluation.queues import evaluation_redis
 from evaluation.selftest import tiny_model
 from submissions import services
 from submissions.models import Submission, Task
@@ -54,9 +57,14 @@ class Handover:
         return cls(job_id, queue_name, execution_id)
 
 
-def warm_up(*, task_id: int | None, use_cuda: bool) -> None:
+def warm_up(*, task_id: int | None, use_cuda: bool, redis_clients: Sequence[Redis] = ()) -> None:
     """What a horse would do first for its job, done ahead. Nothing here may stop the horse: a
     step that fails is done again, for real, when the job runs."""
+    # A forked process's Redis clients open new connections on first use (redis-py checks the
+    # pid): the worker's, which fetches the job, and the device lock's.
+    with contextlib.suppress(Exception):
+        for client in (*redis_clients, evaluation_redis()):
+            client.ping()
     try:
         db.connection.ensure_connection()
         # A new PostgreSQL session reads a table's catalog entries on its first query of it

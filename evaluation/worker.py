@@ -331,6 +331,7 @@ class EvaluationWorker(Worker):
             ready_horse.warm_up(
                 task_id=self._last_task_id,
                 use_cuda=bool(self.device_choice and self.device_choice.use_cuda),
+                redis_clients=[self.connection],
             )
             handover = ready_horse.wait_for_job(read_fd)
             if handover is None:
