@@ -49,6 +49,7 @@ from evaluation.device import (
 )
 from evaluation.dispatch import fair_pick, submission_id_of
 from evaluation.gpu import GpuInfo, gpu_reading, host_info
+from evaluation.measurement import cpu_facts
 from evaluation.queues import detected_device, queue_name, worker_classes
 from evaluation.registration import dead_registration
 from evaluation.selftest import run_selftest
@@ -188,6 +189,8 @@ class EvaluationWorker(Worker):
             record_selftest(selftest.problem)  # the horses forked later inherit it
             choice = current_choice(reading.gpu)
         self.device_choice = choice
+        if not choice.use_cuda:
+            cpu_facts()  # read once here, inherited by every horse (evaluation/measurement.py)
         if self._classes_follow_device:
             gpu_name = reading.gpu.name if reading.gpu is not None else None
             device = "cuda" if choice.use_cuda else "cpu"

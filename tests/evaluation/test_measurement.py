@@ -17,7 +17,7 @@ from django.test import Client
 from onnx import TensorProto, helper, numpy_helper
 
 from evaluation.device_lock import device_lock, device_lock_key
-from evaluation.measurement import CpuPeak, Measurement
+from evaluation.measurement import CpuPeak, Measurement, cpu_facts
 from evaluation.runner import DeviceConfig
 from submissions.models import Submission
 from tests.builders import finish
@@ -55,6 +55,17 @@ def test_cpu_peak_counts_what_is_added_after_it_starts_not_what_was_there() -> N
     del added
     assert 60 * MIB <= peak.added_bytes() < 90 * MIB
     del before
+
+
+def test_the_cpu_facts_are_read_once_per_process_and_each_measurement_adds_to_its_own_copy() -> (
+    None
+):
+    gpu_class = Measurement(DeviceConfig(), lock_wait_s=1, device_class="cpu-big")
+    plain = Measurement(DeviceConfig(), lock_wait_s=1)
+    assert cpu_facts() is cpu_facts()  # read once: the worker reads it before it forks
+    assert gpu_class.facts["device_class"] == "cpu-big" and plain.facts["device_class"] == "cpu"
+    assert "device_class" not in cpu_facts()
+    assert plain.facts["cpu_model"] == cpu_facts()["cpu_model"] != ""
 
 
 @pytest.mark.django_db(transaction=True)
