@@ -6,8 +6,8 @@ the one exception, since it is the hot path: its transaction only records it as 
 refresh runs right after in a transaction of its own (``leaderboard_drain``). One process at a
 time drains a task's pending results, all of them in one refresh per entrant; while jobs wait in
 its queue a work horse leaves results younger than ``BOARD_LAG_S`` to the queue's last one, so
-a burst of results costs a few refreshes, not one each. A result whose process died before its refresh
-is drained by recovery; ``leaderboard_differences`` lists the pending results it sees.
+a burst of results costs a few refreshes, not one each. A result whose process died before its
+refresh is drained by recovery; ``leaderboard_differences`` lists the pending results it sees.
 
 Entries are always recomputed from Submission with the same window query the selectors define
 (``selectors.best_rows_computed``), never patched by hand, so a refresh cannot drift from it.
@@ -34,10 +34,11 @@ the transaction commits: cached board fragments and ETags are keyed on it.
 
 from __future__ import annotations
 
+import bisect
 import time
 import zlib
 from collections.abc import Iterable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import connection, models, transaction
 from django.db.models import Q
@@ -52,6 +53,7 @@ from submissions.selectors import (
     BOARDS,
     best_rows_computed,
     board_eligible,
+    entrant_of,
     entrants_filter,
     entrants_of_user,
     entrants_touched,
@@ -252,6 +254,15 @@ def _beats_before(task: Task, board: str, submission: Submission, score: float) 
     return before is None or _beats(task, score, before)
 
 
+def _beats_steps(
+    task: Task, steps: list[tuple[datetime, int, float]], submission: Submission, score: float
+) -> bool:
+    """``_beats_before`` against the chart's steps read once ((at, submission id, score),
+    oldest first): one query for every candidate of a drain, not one each."""
+    at = bisect.bisect_left(steps, (submission.created_at, submission.pk))
+    return at == 0 or _beats(task, score, steps[at - 1][2])
+
+
 def _record_add(task: Task, board: str, submission: Submission, score: float) -> None:
     """Make an eligible submission a step of the chart when it beats the step before it, and
     drop the later steps it beats or ties. Exact: adding a row only raises the running best,
@@ -311,7 +322,12 @@ def _records_follow(task: Task, board: str, mine: list[Submission]) -> None:
         return
     # Decide under the shared lock: a step is then only ever added after this commits.
     _lock_chart(task.pk, board, shared=True)
-    if not any(_beats_before(task, board, s, on_board[s.pk]) for s in candidates):
+    steps = list(
+        LeaderboardRecord.objects.filter(task=task, board=board)
+        .order_by("at", "submission_id")
+        .values_list("at", "submission_id", "score")
+    )
+    if not any(_beats_steps(task, steps, s, on_board[s.pk]) for s in candidates):
         return
     # Can't upgrade a shared lock without risking a deadlock: recompute under an exclusive one.
     # (Reached only when a result breaks the record: rare on a board of any size.)
@@ -320,15 +336,20 @@ def _records_follow(task: Task, board: str, mine: list[Submission]) -> None:
         _record_add(task, board, s, on_board[s.pk])
 
 
-def leaderboard_submissions_changed(*, submission_ids: Iterable[int]) -> None:
+def leaderboard_submissions_changed(
+    *, submission_ids: Iterable[int], new_results: bool = False
+) -> None:
     """Refresh the entries of the submissions' owners, and the chart when it may have moved.
     No task-wide lock: results of different users are kept side by side (see the locks above);
-    a composite's baseline moves every entry, so that one takes the board exclusively."""
+    a composite's baseline moves every entry, so that one takes the board exclusively.
+    ``new_results``: the submissions only gained a result (the drain), so no baseline flag
+    moved and each touches its own entrant only, not also the one with its flag flipped."""
     with transaction.atomic():
         submissions = list(Submission.objects.filter(pk__in=list(submission_ids)))
+        touched = (lambda s: [entrant_of(s)]) if new_results else entrants_touched
         for task_id in sorted({s.task_id for s in submissions}):
             mine = [s for s in submissions if s.task_id == task_id]
-            users: list[str] | None = sorted({e for s in mine for e in entrants_touched(s)})
+            users: list[str] | None = sorted({e for s in mine for e in touched(s)})
             task = Task.objects.get(pk=task_id)
             if _whole_board_moves(task, mine):
                 users = None
@@ -427,7 +448,7 @@ def _drain_batch(task_id: int) -> int:
         batch = list(_pending(task_id).order_by("pk").values_list("pk", "submission_id"))
         batch = batch[:DRAIN_BATCH]
         if batch:
-            leaderboard_submissions_changed(submission_ids={s for _, s in batch})
+            leaderboard_submissions_changed(submission_ids={s for _, s in batch}, new_results=True)
             LeaderboardPending.objects.filter(pk__in=[pk for pk, _ in batch]).delete()
         return len(batch)
 

@@ -22,11 +22,12 @@ from submissions.leaderboard import (
     leaderboard_rebuild,
 )
 from submissions.leaderboard_models import LeaderboardPending
-from submissions.selectors import leaderboard
+from submissions.selectors import leaderboard, leaderboard_best_over_time
 from submissions.services import submission_succeed
 from tests.evaluation.fleet_support import fast_model, row, submit
 from tests.submissions.test_leaderboard_concurrent_workers import QUICK_TIMING
 from tests.submissions.test_leaderboard_read_models import assert_in_step, result, running
+from tests.submissions.test_read_api import scored
 
 postgres_only = pytest.mark.skipif(
     connection.vendor != "postgresql",
@@ -189,4 +190,29 @@ def test_a_burst_of_results_is_refreshed_once_by_the_last_horse_of_the_queue(
     assert [r.status for r in rows] == ["succeeded"] * 6, [r.error_message for r in rows]
     assert not LeaderboardPending.objects.exists()
     assert board_version(task_id=task.pk) - before == 2  # one refresh: its write and its commit
+    assert_in_step(task)
+
+
+@pytest.mark.django_db
+def test_one_drain_of_several_results_places_each_on_the_chart_by_its_own_time(
+    make_task: Any, alice: Any, bob: Any, django_user_model: Any
+) -> None:
+    """The drain reads the chart's steps once for all its results: a result made between two
+    steps is judged against the step before it, not the last one."""
+    carol = django_user_model.objects.create_user("carol")
+    task = make_task()
+    start = timezone.now() - timedelta(hours=3)
+    scored(task, alice, 0.5, created_at=start)
+    scored(task, bob, 0.8, created_at=start + timedelta(hours=2))
+    between = running(task, carol, created_at=start + timedelta(hours=1))
+    latest = running(task, alice)
+    assert submission_succeed(submission_id=between.pk, result=result(0.6), drain=False)
+    assert submission_succeed(submission_id=latest.pk, result=result(0.7), drain=False)
+    assert LeaderboardPending.objects.count() == 2
+
+    assert leaderboard_drain(task_id=task.pk) == 2
+
+    steps = [(s.username, s.score) for s in leaderboard_best_over_time(task=task)]
+    assert steps == [("alice", 0.5), ("carol", 0.6), ("bob", 0.8)]  # 0.7 came after 0.8
+    assert _names(task) == ["bob", "alice", "carol"]
     assert_in_step(task)
