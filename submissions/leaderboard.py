@@ -445,8 +445,8 @@ def _drain_batch(task_id: int) -> int:
     """Refresh the entrants of up to ``DRAIN_BATCH`` pending results and forget those: one
     transaction, whose refresh reads every result the pending rows it read stand for."""
     with transaction.atomic():
-        batch = list(_pending(task_id).order_by("pk").values_list("pk", "submission_id"))
-        batch = batch[:DRAIN_BATCH]
+        pending = _pending(task_id).order_by("pk").values_list("pk", "submission_id")
+        batch = list(pending[:DRAIN_BATCH])
         if batch:
             leaderboard_submissions_changed(submission_ids={s for _, s in batch}, new_results=True)
             LeaderboardPending.objects.filter(pk__in=[pk for pk, _ in batch]).delete()

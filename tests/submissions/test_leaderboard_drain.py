@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from evaluation import jobs, recovery
+from submissions import leaderboard as leaderboard_module
 from submissions.board_cache import board_version
 from submissions.leaderboard import (
     _entrant_slot,
@@ -215,4 +217,25 @@ def test_one_drain_of_several_results_places_each_on_the_chart_by_its_own_time(
     steps = [(s.username, s.score) for s in leaderboard_best_over_time(task=task)]
     assert steps == [("alice", 0.5), ("carol", 0.6), ("bob", 0.8)]  # 0.7 came after 0.8
     assert _names(task) == ["bob", "alice", "carol"]
+    assert_in_step(task)
+
+
+@pytest.mark.django_db
+def test_a_drain_takes_its_pending_results_in_bounded_batches_until_none_is_left(
+    make_task: Any, alice: Any, bob: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(leaderboard_module, "DRAIN_BATCH", 2)
+    task = make_task()
+    for i, user in enumerate([alice, bob, alice, bob, alice]):
+        mine = running(task, user)
+        assert submission_succeed(submission_id=mine.pk, result=result(0.5 + i / 10), drain=False)
+
+    with CaptureQueriesContext(connection) as queries:
+        assert leaderboard_drain(task_id=task.pk) == 5
+    forgotten = [
+        q for q in queries.captured_queries if "DELETE FROM" in q["sql"] and "pending" in q["sql"]
+    ]
+    assert len(forgotten) == 3  # three batches: 2, 2 and 1
+    assert not LeaderboardPending.objects.exists()
+    assert _names(task) == ["alice", "bob"]
     assert_in_step(task)
