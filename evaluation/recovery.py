@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError
 from redis import Redis
 from redis.exceptions import LockError, RedisError
 from rq import Queue
@@ -129,7 +130,11 @@ def _sweep_notifications() -> None:
 def _drain_stale_boards() -> None:
     """Board refreshes owed for results whose process died between the result and its refresh
     (``submissions.leaderboard.leaderboard_drain``)."""
-    drained = leaderboard_drain_stale(older_than_s=PENDING_STALE_S)
+    try:
+        drained = leaderboard_drain_stale(older_than_s=PENDING_STALE_S)
+    except DatabaseError as exc:  # a deadlock or a lost connection: the next run tries again
+        log.warning("pending board refreshes not drained: %s", exc)
+        return
     for task_id, count in drained.items():
         if count:
             log.info("refreshed the board of task %s for %d pending result(s)", task_id, count)
