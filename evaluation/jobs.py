@@ -134,6 +134,15 @@ def _evaluate(submission: Submission, name: str) -> EvalResult:
 
 
 def evaluate_submission(submission_id: int) -> str:
+    try:
+        return _evaluate_and_save(submission_id)
+    finally:
+        # Whatever this job's outcome (a failure, a skip): the queue's last job refreshes the
+        # board for every result still pending, earlier jobs' included.
+        _refresh_boards()
+
+
+def _evaluate_and_save(submission_id: int) -> str:
     name = _worker_name()
     submission = services.submission_start(submission_id=submission_id, worker_name=name)
     if submission is None:
@@ -170,9 +179,8 @@ def evaluate_submission(submission_id: int) -> str:
         submission_id=submission_id,
         result=result,
         dataset_version_id=submission.task.current_dataset_id,
-        drain=False,
+        drain=False,  # evaluate_submission refreshes the board, or leaves it to a later job
     )
-    _refresh_boards()
     return "succeeded"
 
 

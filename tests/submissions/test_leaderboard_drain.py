@@ -9,6 +9,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
@@ -26,6 +27,7 @@ from submissions.leaderboard import (
 from submissions.leaderboard_models import LeaderboardPending
 from submissions.selectors import leaderboard, leaderboard_best_over_time
 from submissions.services import submission_succeed
+from tests.builders import linear_classifier
 from tests.evaluation.fleet_support import fast_model, row, submit
 from tests.submissions.test_leaderboard_concurrent_workers import QUICK_TIMING
 from tests.submissions.test_leaderboard_read_models import assert_in_step, result, running
@@ -238,4 +240,25 @@ def test_a_drain_takes_its_pending_results_in_bounded_batches_until_none_is_left
     assert len(forgotten) == 3  # three batches: 2, 2 and 1
     assert not LeaderboardPending.objects.exists()
     assert _names(task) == ["alice", "bob"]
+    assert_in_step(task)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_queues_last_job_refreshes_the_board_even_when_its_own_model_fails(
+    run_worker: Any, queue: Any, alice: Any, make_task: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(jobs, "BOARD_LAG_S", 600.0)  # only the last job refreshes
+    task = make_task(timing=QUICK_TIMING)
+    good = submit(alice, task, fast_model())
+    rng = np.random.default_rng(0)
+    bias = np.zeros(10)
+    bias[2] = np.nan
+    bad = submit(alice, task, linear_classifier(rng.normal(size=(64, 10)), bias))
+
+    run_worker()
+
+    assert row(good).status == "succeeded"
+    assert row(bad).status == "failed" and "NaN" in row(bad).error_message
+    assert not LeaderboardPending.objects.exists()
+    assert _names(task) == ["alice"]
     assert_in_step(task)
