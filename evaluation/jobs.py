@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Callable
 
 import numpy as np
+from redis import Redis
 from rq import Queue, get_current_job
 from rq.timeouts import JobTimeoutException
 
@@ -184,21 +185,24 @@ def _evaluate_and_save(submission_id: int) -> str:
     return "succeeded"
 
 
-def _more_results_coming() -> bool:
-    """Whether other jobs wait in this job's queue: their horses, the last at the latest,
-    refresh the board for this result too."""
-    job = get_current_job()
-    if job is None:
-        return False
-    return bool(job.connection.llen(Queue(job.origin, connection=job.connection).key))
-
-
 def _refresh_boards() -> None:
-    """After a result's commit, the board refreshes owed (``leaderboard.leaderboard_drain``):
-    every pending one when no other job waits, else those pending longer than ``BOARD_LAG_S``.
-    The score is committed already: a failure here is logged, and recovery refreshes later."""
+    """At the end of a job: the board refreshes owed (``refresh_boards``) for its queue."""
+    job = get_current_job()
+    if job is not None:
+        refresh_boards(job.connection, job.origin)
+    else:  # called outside rq (tests): nothing else can be on its way
+        refresh_boards(None, None)
+
+
+def refresh_boards(connection: Redis | None, queue: str | None) -> None:
+    """The board refreshes owed after a job (``leaderboard.leaderboard_drain``): every pending
+    result when no other job waits in ``queue`` (its horses, the last at the latest, would
+    refresh them), else those pending longer than ``BOARD_LAG_S``. Results are committed
+    already: a failure here is logged, and recovery refreshes later."""
     try:
-        lag = BOARD_LAG_S if _more_results_coming() else 0.0
-        leaderboard_drain_stale(older_than_s=lag)
+        waiting = False
+        if connection is not None and queue is not None:
+            waiting = bool(connection.llen(Queue(queue, connection=connection).key))
+        leaderboard_drain_stale(older_than_s=BOARD_LAG_S if waiting else 0.0)
     except Exception:
-        log.exception("board refresh after a result failed; recovery will refresh it")
+        log.exception("board refresh after a job failed; recovery will refresh it")

@@ -49,6 +49,7 @@ from evaluation.device import (
 )
 from evaluation.dispatch import fair_pick, submission_id_of
 from evaluation.gpu import GpuInfo, gpu_reading, host_info
+from evaluation.jobs import refresh_boards
 from evaluation.measurement import cpu_facts
 from evaluation.queues import detected_device, queue_name, worker_classes
 from evaluation.registration import dead_registration
@@ -456,6 +457,9 @@ class EvaluationWorker(Worker):
         log.warning(
             "work horse for submission %s died (status %s): %s", submission_id, ret_val, outcome
         )
+        # A dead horse never ran its job's end: the board refresh it may owe other results
+        # (evaluation.jobs._refresh_boards) is done here, not left to recovery.
+        refresh_boards(job.connection, job.origin)
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         super().heartbeat(timeout, pipeline)
