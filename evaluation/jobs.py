@@ -187,11 +187,8 @@ def _evaluate_and_save(submission_id: int) -> str:
 
 def _refresh_boards() -> None:
     """At the end of a job: the board refreshes owed (``refresh_boards``) for its queue."""
-    job = get_current_job()
-    if job is not None:
-        refresh_boards(job.connection, job.origin)
-    else:  # called outside rq (tests): nothing else can be on its way
-        refresh_boards(None, None)
+    job = get_current_job()  # None outside rq (tests): nothing else can be on its way
+    refresh_boards(job.connection if job else None, job.origin if job else None)
 
 
 def refresh_boards(connection: Redis | None, queue: str | None) -> None:

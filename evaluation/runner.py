@@ -25,7 +25,6 @@ from evaluation.metrics import compute_family
 from evaluation.spec import TaskSpec
 from evaluation.timing import (
     Alone,
-    RunBatch,
     RunGroup,
     ScoringGate,
     Timing,
@@ -303,36 +302,14 @@ class _Executor:
 
         return once
 
-    def timed_batch(self, batch: np.ndarray) -> RunBatch:
-        """One run of ``batch`` per call, returning its seconds: the timing phase's unit.
+    def timed_group(self, batch: np.ndarray) -> RunGroup:
+        """``k`` -> ``k`` runs of ``batch`` back to back between two clock reads, returning
+        their seconds: the timing phase's unit (``k`` = 1, or more for a batch of microseconds,
+        ``timing.GROUP_MIN_S``). The loop is a bare benchmark's: the same call, nothing else.
 
         On CUDA the input is copied to the device once and the output stays there, so only the
         model's kernels are inside the clock; on CPU the clock holds the very call a bare
-        onnxruntime loop makes.
-        """
-        options = self.run_options
-        if self.on_cuda:
-            run_cuda = self._bound_run(batch)
-
-            def once_cuda() -> float:
-                start = perf_counter()
-                run_cuda()
-                return perf_counter() - start
-
-            return once_cuda
-        run, names, feed = self.session.run, self.output_names, {self.input_name: batch}
-
-        def once() -> float:
-            start = perf_counter()
-            run(names, feed, options)
-            return perf_counter() - start
-
-        return once
-
-    def timed_group(self, batch: np.ndarray) -> RunGroup:
-        """``k`` -> ``k`` runs of ``batch`` back to back between two clock reads, returning
-        their seconds: the timing phase's unit for a batch of microseconds
-        (``timing.GROUP_MIN_S``). The loop is a bare benchmark's: the same call, nothing else."""
+        onnxruntime loop makes."""
         options = self.run_options
         if self.on_cuda:
             run_cuda = self._bound_run(batch)
@@ -361,7 +338,7 @@ class _Executor:
         return group
 
     def _run_cuda(self, batch: np.ndarray) -> np.ndarray:
-        """One batch through IOBinding, as the timing phase runs it (``timed_batch``): the input
+        """One batch through IOBinding, as the timing phase runs it (``timed_group``): the input
         bound on the device, the output left there until the run is over, then copied back.
         run_with_iobinding synchronises the device at the end of the run, and
         synchronize_outputs makes sure of it."""
@@ -484,14 +461,15 @@ def time_model(
         with hooks.lock() as exclusive, limit:
             yield exclusive
 
+    timed = executor.timed_group(batch)
     try:
         timing = measure(
-            executor.timed_batch(batch),
+            timed(1),
             spec.timing,
             lock=locked_then_limited,
             observe=hooks.observe,
             warm_up=lambda: executor.warm_up(batch, max(device.warmup_runs, 1)),
-            run_group=executor.timed_group(batch),
+            run_group=timed,
         )
     except ONNXRUNTIME_ERRORS as exc:
         raise executor.model_error(exc) from exc

@@ -19,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from evaluation.device_lock import device_lock, device_lock_key
 from evaluation.measurement import CpuPeak, Measurement, cpu_facts
 from evaluation.runner import DeviceConfig
+from evaluation.worker import EvaluationWorker
 from submissions.models import Submission
 from tests.builders import finish
 from tests.evaluation import fake_nvml
@@ -57,12 +58,17 @@ def test_cpu_peak_counts_what_is_added_after_it_starts_not_what_was_there() -> N
     del before
 
 
-def test_the_cpu_facts_are_read_once_per_process_and_each_measurement_adds_to_its_own_copy() -> (
-    None
-):
+@pytest.mark.django_db
+def test_the_cpu_facts_are_read_once_per_process_and_each_measurement_adds_to_its_own_copy(
+    settings: Any, queue: Any
+) -> None:
+    settings.EVAL_DEVICE = "cpu"
+    cpu_facts.cache_clear()
+    EvaluationWorker([queue], connection=queue.connection, name="facts-test").start_device()
+    assert cpu_facts.cache_info().currsize == 1  # read by the worker, before any horse forks
     gpu_class = Measurement(DeviceConfig(), lock_wait_s=1, device_class="cpu-big")
     plain = Measurement(DeviceConfig(), lock_wait_s=1)
-    assert cpu_facts() is cpu_facts()  # read once: the worker reads it before it forks
+    assert cpu_facts.cache_info().misses == 1  # and never read again in the process
     assert gpu_class.facts["device_class"] == "cpu-big" and plain.facts["device_class"] == "cpu"
     assert "device_class" not in cpu_facts()
     assert plain.facts["cpu_model"] == cpu_facts()["cpu_model"] != ""
