@@ -152,6 +152,7 @@ def device_config(name: str | None = None) -> DeviceConfig:
         device_id=CUDA_DEVICE_ID,
         gpu_mem_limit=choice.memory_share,
         cudnn_conv_algo_search=settings.EVAL_CUDNN_CONV_ALGO_SEARCH,
+        use_tf32=settings.EVAL_CUDA_TF32,
         intra_op_threads=settings.EVAL_INTRA_OP_THREADS,
         inter_op_threads=settings.EVAL_INTER_OP_THREADS,
         graph_optimization=settings.EVAL_GRAPH_OPTIMIZATION,

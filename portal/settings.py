@@ -335,6 +335,10 @@ EVAL_GPU_MEMORY_BYTES = env_int("EVAL_GPU_MEMORY_BYTES", 0, minimum=0)
 EVAL_CUDNN_CONV_ALGO_SEARCH = env_choice(
     "EVAL_CUDNN_CONV_ALGO_SEARCH", "EXHAUSTIVE", ("exhaustive", "heuristic", "default")
 ).upper()
+# TF32 rounds float32 matrix products and convolutions to a 10-bit mantissa on Ampere and newer
+# GPUs. onnxruntime's CUDA provider enables it by default; off here, so a float32 model is scored in
+# float32 and its GPU outputs match the CPU's (the GPU acceptance check compares them).
+EVAL_CUDA_TF32 = env_bool("EVAL_CUDA_TF32", False)
 EVAL_INTRA_OP_THREADS = env_int("EVAL_INTRA_OP_THREADS", 0, minimum=0)
 EVAL_INTER_OP_THREADS = env_int("EVAL_INTER_OP_THREADS", 1, minimum=1)
 EVAL_GRAPH_OPTIMIZATION = env_choice(

@@ -24,6 +24,7 @@ from evaluation.runner import (
     DeviceConfig,
     DeviceUnavailable,
     EvaluationError,
+    _check_finite,
     create_session,
     evaluate,
     out_of_memory_error,
@@ -162,8 +163,12 @@ def test_cuda_options_follow_the_worker_configuration() -> None:
         "arena_extend_strategy": "kSameAsRequested",
         "cudnn_conv_algo_search": "HEURISTIC",
         "do_copy_in_default_stream": "1",
+        "use_tf32": "0",
         "gpu_mem_limit": 6 << 30,
     }
+    # TF32 only where the operator asks for it (EVAL_CUDA_TF32).
+    (_, options), _ = replace(device, use_tf32=True).providers()
+    assert options["use_tf32"] == "1"
 
 
 def test_result_records_the_provider_that_actually_ran() -> None:
@@ -260,6 +265,26 @@ def test_nan_in_a_later_batch_names_that_batch() -> None:
     assert str(caught.value) == "The model's output contains NaN or infinity (batch 3)."
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_huge_finite_outputs_are_not_taken_for_infinity(dtype: Any) -> None:
+    # Their sum overflows to infinity; the exact check behind the screen still accepts them.
+    preds = np.full((64, 10), np.finfo(dtype).max / 2, dtype)
+    with np.errstate(over="ignore"):
+        assert not np.isfinite(np.add.reduce(preds, axis=None))
+    _check_finite(preds, batch_size=16)
+    preds[50, 3] = np.inf
+    with pytest.raises(EvaluationError, match=r"NaN or infinity \(batch 4\)"):
+        _check_finite(preds, batch_size=16)
+
+
+def test_opposite_infinities_and_integer_outputs() -> None:
+    preds = np.zeros((8, 2), np.float64)
+    preds[1] = [np.inf, -np.inf]  # their sum is NaN: caught all the same
+    with pytest.raises(EvaluationError, match=r"\(batch 1\)"):
+        _check_finite(preds, batch_size=4)
+    _check_finite(np.full((8, 2), np.iinfo(np.int32).max, np.int32), batch_size=4)
+
+
 def test_memory_bomb_fails_with_a_plain_message_under_the_memory_limit() -> None:
     device = DeviceConfig(worker_name="test-worker", cpu_memory_limit_bytes=256 << 20)
     with (
@@ -306,6 +331,19 @@ def test_out_of_memory_is_recognised_from_python_and_onnxruntime_errors() -> Non
         "The model ran out of memory: it needs more than the per-evaluation limit of 2,048 MB on "
         "this worker. It asked for 4,096 MB at once (operator Conv)."
     )
+    # What the CUDA arena says at its gpu_mem_limit, as onnxruntime-gpu 1.31 said it on an H200
+    # (64 MB share, a 256 MB Expand): the GPU acceptance check's gpu_mem_limit case.
+    arena_text = (
+        "[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running Expand node. "
+        "Name:'' Status Message: /onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:360 "
+        "void* onnxruntime::BFCArena::AllocateRawInternal(size_t, bool, onnxruntime::Stream*) "
+        "Available memory of 67108608 is smaller than requested bytes of 268435456"
+    )
+    small = DeviceConfig(use_cuda=True, gpu_mem_limit=64 << 20)
+    assert str(out_of_memory_error(RuntimeError(arena_text), small)) == (
+        "The model ran out of memory: it needs more than the per-evaluation limit of 64 MB on "
+        "this worker. It asked for 256 MB at once (operator Expand)."
+    )
     assert out_of_memory_error(RuntimeError("invalid expand shape"), cpu) is None
 
 
@@ -333,6 +371,9 @@ def test_gpu_worker_takes_its_memory_share_and_no_address_space_limit(
     assert device.device_name == "NVIDIA H100 80GB HBM3"
     settings.EVAL_GPU_MEMORY_BYTES = 6 << 30
     assert device_config("gpu0-a").gpu_mem_limit == 6 << 30
+    assert not device_config("gpu0-a").use_tf32  # float32 stays float32 unless asked
+    settings.EVAL_CUDA_TF32 = True
+    assert device_config("gpu0-a").providers()[0][1]["use_tf32"] == "1"
     settings.EVAL_DEVICE = "cpu"
     cpu = device_config("gpu0-a")
     assert not cpu.use_cuda and cpu.cpu_memory_limit_bytes == 4096 * 1_048_576
