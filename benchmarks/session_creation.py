@@ -10,7 +10,9 @@ The difference is onnxruntime's per-process set-up (its environment, the CPU pro
 default thread pool), paid by the first session a process creates; a child forked from a process
 that had already made a session inherits most of it, which is why a bare forked child looked cheap.
 
-Run: ``python -m benchmarks.session_creation`` (with the settings ``make bench`` uses).
+Run: ``python -m benchmarks.session_creation`` (with the settings ``make bench`` uses); with
+``--cuda`` the sessions are CUDA ones, so a fresh horse also pays for the CUDA context and the
+libraries' set-up, which a ready horse does while its worker is idle.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import argparse
 import os
 import statistics
 import time
+from dataclasses import replace
 
 
-def _one(warm: bool, model: bytes) -> float:
+def _one(warm: bool, model: bytes, use_cuda: bool) -> float:
     from evaluation import ready_horse
     from evaluation.device import device_config
     from evaluation.runner import create_session
@@ -31,8 +34,8 @@ def _one(warm: bool, model: bytes) -> float:
     if pid == 0:  # the horse
         try:
             if warm:
-                ready_horse.warm_up(task_id=None, use_cuda=False)
-            device = device_config("session-bench")
+                ready_horse.warm_up(task_id=None, use_cuda=use_cuda)
+            device = replace(device_config("session-bench"), use_cuda=use_cuda)
             started = time.perf_counter()
             create_session(model, device)
             os.write(write, f"{(time.perf_counter() - started) * 1000:.4f}".encode())
@@ -48,6 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--samples", type=int, default=30, help="forks per kind and round")
+    parser.add_argument("--cuda", action="store_true", help="sessions on GPU 0 (CUDA provider)")
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     import django
@@ -64,10 +68,11 @@ def main(argv: list[str] | None = None) -> None:
     load_before = os.getloadavg()[0]
     for _ in range(args.rounds):
         for warm in (False, True):
-            samples = [_one(warm, model) for _ in range(args.samples)]
+            samples = [_one(warm, model, args.cuda) for _ in range(args.samples)]
             medians[warm].append(statistics.median(samples))
     fresh, ready = (statistics.median(medians[w]) for w in (False, True))
-    print("| session creation (digits model, CPU) | median of round medians | rounds |")
+    where = "CUDA" if args.cuda else "CPU"
+    print(f"| session creation (digits model, {where}) | median of round medians | rounds |")
     print("|---|---|---|")
     for name, warm, value in (("fresh horse", False, fresh), ("ready horse", True, ready)):
         rounds = ", ".join(f"{m:.2f}" for m in medians[warm])

@@ -17,7 +17,11 @@
   0.5 µs, 15 % of the digits model's 3.3 µs), which of the two runs first alternating by round;
   the median ratio over rounds.
 
-Run: ``python -m benchmarks.timing_bench`` (needs REDIS_URL or the embedded Redis).
+Run: ``python -m benchmarks.timing_bench`` (needs REDIS_URL or the embedded Redis). With
+``--cuda`` everything runs on GPU 0 (CUDA provider, IOBinding as the worker times): both processes
+take that GPU's timing lock, the neighbour runs the conv model on the same GPU, and the bare loop
+of the overhead runs the same bound run (input on the device, output left there, synchronised).
+``--workload depth-448`` times the conv model instead of the digits one.
 """
 
 from __future__ import annotations
@@ -56,23 +60,41 @@ def _connection() -> Any:
     return django_rq.get_connection(settings.EVALUATION_QUEUE)
 
 
-def _lock(with_lock: bool) -> Callable[[], AbstractContextManager[bool]]:
+# Both processes of a CUDA run share GPU 0: its lock is named as a worker's would be.
+BENCH_GPU = "GPU-timing-bench-0"
+
+
+def _key(device: DeviceConfig) -> str:
+    return device_lock_key(gpu_uuid=BENCH_GPU if device.use_cuda else None)
+
+
+def _lock(with_lock: bool, device: DeviceConfig) -> Callable[[], AbstractContextManager[bool]]:
     if not with_lock:
         return no_lock
-    connection, key = _connection(), device_lock_key(gpu_uuid=None)
+    connection, key = _connection(), _key(device)
     return lambda: device_lock(connection, key, wait_s=60, ttl_s=5)
 
 
-def _scoring(with_lock: bool) -> AbstractContextManager[ScoringGate]:
+def _scoring(with_lock: bool, device: DeviceConfig) -> AbstractContextManager[ScoringGate]:
     if not with_lock:
         return scoring_alone()
-    return ScoringTurn(_connection(), device_lock_key(gpu_uuid=None), ttl_s=5)
+    return ScoringTurn(_connection(), _key(device), ttl_s=5)
+
+
+def _observe(device: DeviceConfig) -> Callable[[], dict[str, Any]]:
+    """GPU 0's clocks, temperature and power through NVML, as a worker records them."""
+    if not device.use_cuda:
+        return dict
+    from evaluation.gpu import gpu_sample
+
+    return lambda: gpu_sample(0, None, pid=os.getpid())
 
 
 def time_once(work: Workload, device: DeviceConfig, with_lock: bool = False) -> Any:
     spec = replace(work.spec, timing=PROTOCOL)
     session = create_session(work.model, device)
-    return time_model(session, _first_batch(work), spec, device, TimingHooks(lock=_lock(with_lock)))
+    hooks = TimingHooks(lock=_lock(with_lock, device), observe=_observe(device))
+    return time_model(session, _first_batch(work), spec, device, hooks)
 
 
 def repeatability(work: Workload, device: DeviceConfig, repeats: int) -> dict[str, Any]:
@@ -81,6 +103,10 @@ def repeatability(work: Workload, device: DeviceConfig, repeats: int) -> dict[st
     q25, q50, q75 = np.percentile(p50s, [25, 50, 75])
     return {
         "p50s_us": [round(p * 1000, 2) for p in p50s],
+        "sm_mhz": [
+            (t.conditions["start"].get("sm_clock_mhz"), t.conditions["end"].get("sm_clock_mhz"))
+            for t in timings
+        ],
         "range": (max(p50s) - min(p50s)) / q50,
         "iqr": (q75 - q25) / q50,
         "unstable": sum(t.unstable for t in timings),
@@ -92,7 +118,7 @@ IDLE, LOCKED, UNLOCKED = 0, 1, 2  # what the neighbour does
 STOP = -1
 
 
-def _neighbour(mode: Any, acknowledged: Any) -> None:
+def _neighbour(mode: Any, acknowledged: Any, use_cuda: bool) -> None:
     """A second worker on the host: evaluates the heavy conv model again and again, a scoring
     stretch then a timing of its own, behaving as a worker does (LOCKED) or ignoring the lock
     (UNLOCKED); IDLE: does nothing. It reads ``mode`` before each evaluation and says in
@@ -101,7 +127,7 @@ def _neighbour(mode: Any, acknowledged: Any) -> None:
 
     django.setup()
     heavy = workloads()[1]
-    device = DeviceConfig(intra_op_threads=1, warmup_runs=1)
+    device = DeviceConfig(use_cuda=use_cuda, intra_op_threads=1, warmup_runs=1)
     session = create_session(heavy.model, device)
     name, out = session.get_inputs()[0].name, [session.get_outputs()[0].name]
     inputs = heavy.data.inputs.astype("float32")
@@ -114,7 +140,8 @@ def _neighbour(mode: Any, acknowledged: Any) -> None:
             time.sleep(0.02)
             continue
         with_lock = current == LOCKED
-        with _scoring(with_lock) as gate:  # scoring: gives way to a timing, as a worker's does
+        # scoring: gives way to a timing, as a worker's does
+        with _scoring(with_lock, device) as gate:
             for batch in batches:
                 if gate.due():
                     gate.give_way(60)
@@ -122,7 +149,8 @@ def _neighbour(mode: Any, acknowledged: Any) -> None:
                 if mode.value != current:
                     break
         if mode.value == current:
-            time_model(session, batches[0], spec, device, TimingHooks(lock=_lock(with_lock)))
+            hooks = TimingHooks(lock=_lock(with_lock, device))
+            time_model(session, batches[0], spec, device, hooks)
 
 
 def interference(work: Workload, device: DeviceConfig, rounds: int) -> dict[str, Any]:
@@ -130,7 +158,9 @@ def interference(work: Workload, device: DeviceConfig, rounds: int) -> dict[str,
     in a rotating order, so the ratios compare timings taken within a minute of each other."""
     ctx = multiprocessing.get_context("spawn")
     mode, acknowledged = ctx.Value("i", IDLE), ctx.Value("i", STOP)
-    neighbour = ctx.Process(target=_neighbour, args=(mode, acknowledged), daemon=True)
+    neighbour = ctx.Process(
+        target=_neighbour, args=(mode, acknowledged, device.use_cuda), daemon=True
+    )
     neighbour.start()
     timings: dict[int, list[Any]] = {IDLE: [], LOCKED: [], UNLOCKED: []}
     try:
@@ -170,6 +200,23 @@ def interference(work: Workload, device: DeviceConfig, rounds: int) -> dict[str,
     }
 
 
+def _bound_once(
+    session: ort.InferenceSession, name: str, out: str, batch: np.ndarray, options: Any
+) -> Callable[[], None]:
+    """What anyone timing a model on a GPU with onnxruntime writes: the input copied to the
+    device once, the output left there, each run synchronised at its end."""
+    binding = session.io_binding()
+    binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(batch, "cuda", 0))
+    binding.bind_output(out, "cuda", 0)
+    binding.synchronize_inputs()
+
+    def once() -> None:
+        session.run_with_iobinding(binding, options)
+        binding.synchronize_outputs()
+
+    return once
+
+
 def overhead(work: Workload, device: DeviceConfig, rounds: int) -> dict[str, Any]:
     """The protocol's passes against a bare loop of as many batches, the order alternating by
     round so neither always runs second."""
@@ -181,11 +228,16 @@ def overhead(work: Workload, device: DeviceConfig, rounds: int) -> dict[str, Any
     batches = time_model(session, batch, spec, device, TimingHooks()).batches
 
     options = ort.RunOptions()  # as the protocol passes one: without, each run builds its own
+    once = _bound_once(session, name, out[0], batch, options) if device.use_cuda else None
 
     def bare() -> float:
         start = time.perf_counter()
-        for _ in range(batches):
-            session.run(out, feed, options)
+        if once is not None:
+            for _ in range(batches):
+                once()
+        else:
+            for _ in range(batches):
+                session.run(out, feed, options)
         return time.perf_counter() - start
 
     ratios, means = [], []
@@ -207,17 +259,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads per session")
+    parser.add_argument("--cuda", action="store_true", help="time on GPU 0 (CUDA provider)")
+    parser.add_argument("--workload", choices=("digits", "depth-448"), default="digits")
+    parser.add_argument("--repeatability-only", action="store_true")
     args = parser.parse_args(argv)
-    device = DeviceConfig(intra_op_threads=args.threads, warmup_runs=2)
-    work = workloads()[0]
+    device = DeviceConfig(use_cuda=args.cuda, intra_op_threads=args.threads, warmup_runs=2)
+    work = workloads()[0 if args.workload == "digits" else 1]
     load = {"start": os.getloadavg()[0]}  # other processes on the host move every figure
     rep = repeatability(work, device, args.repeats)
     load["repeatability"] = os.getloadavg()[0]
-    beside = interference(work, device, args.rounds)
-    load["interference"] = os.getloadavg()[0]
-    over = overhead(work, device, args.rounds)
-    load["overhead"] = os.getloadavg()[0]
-    print(f"workload: {work.name}; intra-op threads {args.threads}\n")
+    beside = over = None
+    if not args.repeatability_only:
+        beside = interference(work, device, args.rounds)
+        load["interference"] = os.getloadavg()[0]
+        over = overhead(work, device, args.rounds)
+        load["overhead"] = os.getloadavg()[0]
+    where = "CUDA, GPU 0" if args.cuda else f"CPU, intra-op threads {args.threads}"
+    print(f"workload: {work.name}; {where}\n")
     print("| measure | figure | target |")
     print("|---|---|---|")
     print(
@@ -226,6 +284,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{rep['unstable']} flagged unstable, ~{rep['batches']:,.0f} batches each) | <= 3 % |"
     )
     for label, key in (("with the lock", "locked"), ("without the lock", "unlocked")):
+        if beside is None:
+            break
         row = beside[key]
         print(
             f"| interference {label}: p50 / same round's idle p50 (median idle "
@@ -233,12 +293,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{row['unstable']}/{args.rounds} unstable, {row['exclusive']}/{args.rounds} "
             f"exclusive, median wait {row['waited_s']:.1f} s) | <= 1.05× with the lock |"
         )
-    print(
-        f"| overhead: timed passes / bare loop, {over['batches']:,} batches "
-        f"| {over['ratio']:.3f}× (reported mean / bare mean {over['mean_vs_bare']:.3f}×) "
-        f"| <= 1.03× |"
-    )
+    if over is not None:
+        print(
+            f"| overhead: timed passes / bare loop, {over['batches']:,} batches "
+            f"| {over['ratio']:.3f}× (reported mean / bare mean {over['mean_vs_bare']:.3f}×) "
+            f"| <= 1.03× |"
+        )
     print(f"\np50s (µs): {rep['p50s_us']}")
+    if args.cuda:
+        print(f"SM clock at the start and end of each timing (MHz): {rep['sm_mhz']}")
     print("1-minute load average after each part:", {k: round(v, 2) for k, v in load.items()})
     return {"repeatability": rep, "interference": beside, "overhead": over}
 

@@ -1,0 +1,53 @@
+#!/bin/sh
+# Every GPU figure in one go, on a GPU host with the worker's Python environment (the figures in
+# docs/benchmarks.md, "On a GPU", were produced by this script). Embedded defaults: SQLite and the
+# embedded Redis under PORTAL_VAR_DIR, so it needs no PostgreSQL; logs go to $OUT (default
+# var/gpu-figures), one file per step, and each step has its own time limit, so a step that hangs
+# or fails leaves the others' figures.
+#
+#   sh benchmarks/gpu_figures.sh            # PYTHON=python3 by default
+#
+# Steps: the GPU acceptance check (`manage.py gpu_check --require-gpu`); the timing protocol on
+# CUDA for the digits and the conv model (`benchmarks.timing_bench --cuda`); session creation in
+# a fresh and a ready work horse on CUDA (`benchmarks.session_creation --cuda`); and the whole
+# path end to end: `seed_demo` queues the demo baselines, one real EvaluationWorker on CUDA
+# evaluates them in burst mode, and the rows are read back (provider, device, score, p50).
+set -u
+PY=${PYTHON:-python3}
+OUT=${OUT:-var/gpu-figures}
+mkdir -p "$OUT"
+export DEBUG=1 PYTHONUNBUFFERED=1
+export SECRET_KEY=${SECRET_KEY:-gpu-figures-only-key-not-for-production-use-0123456789}
+export PORTAL_VAR_DIR=${PORTAL_VAR_DIR:-/tmp/oep-gpu-figures}
+export EVAL_DEVICE=${EVAL_DEVICE:-cuda}
+rm -rf "$PORTAL_VAR_DIR"
+
+step() {
+    name=$1 limit=$2
+    shift 2
+    echo "== $name (limit ${limit} s): $*"
+    started=$(date +%s)
+    timeout -k 10 "$limit" "$@" >"$OUT/$name.log" 2>&1
+    rc=$?
+    echo "-- $name: exit $rc after $(($(date +%s) - started)) s"
+    tail -n "${TAIL:-30}" "$OUT/$name.log"
+}
+
+nvidia-smi --query-gpu=name,uuid,driver_version,memory.total --format=csv,noheader
+$PY -c "import onnxruntime as o; print('onnxruntime', o.__version__, o.get_available_providers())"
+$PY manage.py migrate -v0 || exit 1
+
+step gpu_check "${GPU_CHECK_S:-240}" $PY manage.py gpu_check --require-gpu
+step timing_digits "${TIMING_S:-150}" $PY -m benchmarks.timing_bench --cuda --repeats 5 --rounds 3
+step timing_conv "${TIMING_S:-150}" $PY -m benchmarks.timing_bench --cuda --workload depth-448 \
+    --repeats 5 --rounds 3
+step session "${SESSION_S:-120}" $PY -m benchmarks.session_creation --cuda --rounds 2 --samples 5
+step end_to_end "${E2E_S:-180}" sh -c "$PY manage.py seed_demo && $PY manage.py rqworker evaluation \
+    --worker-class evaluation.worker.EvaluationWorker --burst --name gpu-figures && $PY manage.py \
+    shell -c \"
+from submissions.models import Submission
+for s in Submission.objects.select_related('task').order_by('task__slug', 'id'):
+    print(s.task.slug, s.original_name, s.status, s.provider, s.device_name, s.score,
+          s.latency_p50_ms, (s.finished_at - s.started_at).total_seconds() if s.finished_at
+          and s.started_at else None, s.error_message[:300] if hasattr(s, 'error_message') else '')
+\""
