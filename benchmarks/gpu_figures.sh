@@ -1,9 +1,9 @@
 #!/bin/sh
 # Every GPU figure in one go, on a GPU host with the worker's Python environment (the figures in
 # docs/benchmarks.md, "On a GPU", were produced by this script). Embedded defaults: SQLite and the
-# embedded Redis under PORTAL_VAR_DIR, so it needs no PostgreSQL; logs go to $OUT (default
-# var/gpu-figures), one file per step, and each step has its own time limit, so a step that hangs
-# or fails leaves the others' figures.
+# embedded Redis in a new temporary folder, so it needs no PostgreSQL and touches no other data.
+# Logs go to $OUT (default var/gpu-figures), one file per step, and each step has its own time
+# limit, so a step that hangs or fails leaves the others' figures.
 #
 #   sh benchmarks/gpu_figures.sh            # PYTHON=python3 by default
 #
@@ -18,9 +18,14 @@ OUT=${OUT:-var/gpu-figures}
 mkdir -p "$OUT"
 export DEBUG=1 PYTHONUNBUFFERED=1
 export SECRET_KEY=${SECRET_KEY:-gpu-figures-only-key-not-for-production-use-0123456789}
-export PORTAL_VAR_DIR=${PORTAL_VAR_DIR:-/tmp/oep-gpu-figures}
+# Never the host's own database, Redis or files: a fresh SQLite, embedded Redis and media folder
+# of its own (seed_demo and the burst worker write there), whatever the environment names.
+unset DATABASE_URL DATABASE_URL_FILE REDIS_URL REDIS_URL_FILE
+export STORAGE_BACKEND=local
+PORTAL_VAR_DIR=$(mktemp -d "${TMPDIR:-/tmp}/oep-gpu-figures.XXXXXX") || exit 1
+export PORTAL_VAR_DIR
+trap 'rm -rf "$PORTAL_VAR_DIR"' EXIT
 export EVAL_DEVICE=${EVAL_DEVICE:-cuda}
-rm -rf "$PORTAL_VAR_DIR"
 
 step() {
     name=$1 limit=$2
