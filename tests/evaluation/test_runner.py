@@ -17,6 +17,7 @@ from evaluation.gpu import gpu_info
 from evaluation.limits import added_memory_limit, address_space_bytes
 from evaluation.metrics import compute_family
 from evaluation.runner import (
+    _SUM_SCREEN_FROM,
     CPU,
     CUDA,
     CUDA_NOT_ACTIVE,
@@ -266,9 +267,11 @@ def test_nan_in_a_later_batch_names_that_batch() -> None:
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_huge_finite_outputs_are_not_taken_for_infinity(dtype: Any) -> None:
+@pytest.mark.parametrize("columns", [10, 1 << 14], ids=["mask", "sum-screen"])
+def test_huge_finite_outputs_are_not_taken_for_infinity(dtype: Any, columns: int) -> None:
     # Their sum overflows to infinity; the exact check behind the screen still accepts them.
-    preds = np.full((64, 10), np.finfo(dtype).max / 2, dtype)
+    preds = np.full((64, columns), np.finfo(dtype).max / 2, dtype)
+    assert (preds.size >= _SUM_SCREEN_FROM) == (columns > 10)
     with np.errstate(over="ignore"):
         assert not np.isfinite(np.add.reduce(preds, axis=None))
     _check_finite(preds, batch_size=16)
@@ -277,11 +280,21 @@ def test_huge_finite_outputs_are_not_taken_for_infinity(dtype: Any) -> None:
         _check_finite(preds, batch_size=16)
 
 
-def test_opposite_infinities_and_integer_outputs() -> None:
-    preds = np.zeros((8, 2), np.float64)
-    preds[1] = [np.inf, -np.inf]  # their sum is NaN: caught all the same
+@pytest.mark.parametrize("columns", [2, 1 << 18], ids=["mask", "sum-screen"])
+def test_nan_and_opposite_infinities_are_caught_by_either_screen(columns: int) -> None:
+    preds = np.zeros((8, columns), np.float32)
+    preds[5, 1] = np.nan
+    with pytest.raises(EvaluationError, match=r"\(batch 2\)"):
+        _check_finite(preds, batch_size=4)
+    preds[5, 1] = 0.0
+    preds[1, :2] = [np.inf, -np.inf]  # their sum is NaN: caught all the same
     with pytest.raises(EvaluationError, match=r"\(batch 1\)"):
         _check_finite(preds, batch_size=4)
+    preds[1, :2] = 0.0
+    _check_finite(preds, batch_size=4)
+
+
+def test_integer_outputs_need_no_finite_check() -> None:
     _check_finite(np.full((8, 2), np.iinfo(np.int32).max, np.int32), batch_size=4)
 
 
