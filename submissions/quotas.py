@@ -61,6 +61,10 @@ def submissions_counted(
 
 RESCORE = Q(priority=Submission.RESCORE_PRIORITY)
 WAITING = Q(status=Submission.Status.QUEUED, attempts=0) & ~RESCORE
+# What ``submissions_counted`` keeps, as a filter.
+COUNTED = ~Q(status=Submission.Status.CANCELLED) & ~Q(failed_by_system=True)
+# Queued or running for the entrant, not counting the operator's re-scores: the queued limit.
+ACTIVE = Q(status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING]) & ~RESCORE
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,7 @@ class Quota:
     waiting: int = 0  # queued, never started: not counted (yet), but holding a place
     waiting_today: int = 0  # of those, uploaded in the last 24 hours
     team: str = ""  # the team whose quota this is; "": the user's own
+    active: int = 0  # queued or running now, re-scores aside: for the queued limit
 
     @property
     def left_today(self) -> int:
@@ -116,13 +121,17 @@ def quota_get(
     if team_id == "look up":
         team_id = team_id_of(user=user, task=task)
     since = (now or timezone.now()) - DAY
-    recent = Q(created_at__gte=since)
-    counts = submissions_counted(user=user, task=task, team_id=team_id).aggregate(
-        total=Count("id", filter=~WAITING),
+    recent = COUNTED & Q(created_at__gte=since)
+    # One read of the entrant's submissions: the counts over those a quota looks at
+    # (``submissions_counted``, as filters), and the ones queued or running for the upload's
+    # queued limit.
+    counts = entrant_submissions(user=user, task=task, team_id=team_id).aggregate(
+        total=Count("id", filter=COUNTED & ~WAITING),
         today=Count("id", filter=recent & ~WAITING),
-        waiting=Count("id", filter=WAITING),
+        waiting=Count("id", filter=COUNTED & WAITING),
         waiting_today=Count("id", filter=recent & WAITING),
         oldest_today=Min("created_at", filter=recent),
+        active=Count("id", filter=ACTIVE),
     )
     oldest = counts["oldest_today"]
     return Quota(
@@ -134,6 +143,7 @@ def quota_get(
         waiting=counts["waiting"],
         waiting_today=counts["waiting_today"],
         team=_team_name(team_id),
+        active=counts["active"],
     )
 
 

@@ -46,8 +46,6 @@ from submissions.leaderboard import (
 from submissions.models import DatasetVersion, Submission, Task, Team
 from submissions.notifications import notification_record
 from submissions.quotas import (
-    RESCORE,
-    entrant_submissions,
     quota_get,
     submissions_counted,
     team_id_of,
@@ -106,27 +104,21 @@ def _check_task_open(task: Task) -> None:
 
 
 def _check_quota(*, user: Any, task: Task, team_id: int | None) -> None:
-    """Called with the user's row locked, so parallel uploads are counted one after another."""
-    message = quota_get(user=user, task=task, team_id=team_id).refusal()
+    """The quota, then the queued limit, from one read of the entrant's submissions. Called with
+    the user's row (and their team's) locked, so parallel uploads are counted one after another.
+
+    The queued limit: an entrant (a user alone, or a whole team) may have only
+    ``task.queued_per_user`` submissions queued or running per task, so nobody fills the queue;
+    the operator's re-scores are not the entrant's to wait for."""
+    quota = quota_get(user=user, task=task, team_id=team_id)
+    message = quota.refusal()
     if message is not None:
         raise SubmissionRefused("file", message)
-
-
-def _check_waiting_limit(*, user: Any, task: Task, team_id: int | None) -> None:
-    """An entrant (a user alone, or a whole team) may have only ``task.queued_per_user``
-    submissions queued or running per task, so nobody fills the queue; called with the user's
-    row (and their team's) locked, like the quota check."""
-    active = (
-        entrant_submissions(user=user, task=task, team_id=team_id)
-        .filter(status__in=[Status.QUEUED, Status.RUNNING])
-        .exclude(RESCORE)  # the operator's re-scores are not the entrant's to wait for
-        .count()
-    )
-    if active >= task.queued_per_user:
+    if quota.active >= task.queued_per_user:
         who = "Your team already has" if team_id is not None else "You already have"
         raise SubmissionRefused(
             "file",
-            f"{who} {active} submission(s) queued or running for this task, the most "
+            f"{who} {quota.active} submission(s) queued or running for this task, the most "
             f"allowed at once ({task.queued_per_user}). Upload again when one has finished, or "
             "cancel one you no longer need.",
         )
@@ -206,7 +198,6 @@ def _store_and_enqueue(
                     raise SubmissionRefused("file", "Your team changed; please upload again.")
             _check_duplicate(user=user, task=task, team_id=team_id, sha256=sha256)
             _check_quota(user=user, task=task, team_id=team_id)
-            _check_waiting_limit(user=user, task=task, team_id=team_id)
             stored = Submission(
                 user=user,
                 task=task,

@@ -107,3 +107,20 @@ def test_a_jobs_start_reads_the_task_with_all_its_evaluation_needs(
     with django_assert_num_queries(0):
         assert started.task.spec().requires_gpu is False
         assert started.task.current_dataset_id is None
+
+
+def test_the_quota_and_the_queued_limit_share_one_read(
+    alice: Any, make_task: Any, queue: Any
+) -> None:
+    """An upload reads the entrant's submissions twice: the duplicate check, then one aggregate
+    for the quota and the queued limit together (the queued limit had a COUNT of its own)."""
+    task = make_task()
+    with CaptureQueriesContext(connection) as queries:
+        upload(alice, task)
+    reads = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith("SELECT") and 'FROM "submissions_submission"' in q["sql"]
+    ]
+    assert len(reads) == 2
+    assert "COUNT" not in reads[0] and "COUNT" in reads[1]
