@@ -238,6 +238,11 @@ def test_a_drain_takes_its_pending_results_in_bounded_batches_until_none_is_left
         q for q in queries.captured_queries if "DELETE FROM" in q["sql"] and "pending" in q["sql"]
     ]
     assert len(forgotten) == 3  # three batches: 2, 2 and 1
+    reads = [
+        q for q in queries.captured_queries if 'FROM "submissions_leaderboardpending"' in q["sql"]
+    ]
+    # Each batch's read, and the look after the release; no empty batch after the short one.
+    assert len([q for q in reads if q["sql"].startswith("SELECT")]) == 4
     assert not LeaderboardPending.objects.exists()
     assert _names(task) == ["alice", "bob"]
     assert_in_step(task)
