@@ -54,5 +54,5 @@ from submissions.models import Submission
 for s in Submission.objects.select_related('task').order_by('task__slug', 'id'):
     print(s.task.slug, s.original_name, s.status, s.provider, s.device_name, s.score,
           s.latency_p50_ms, (s.finished_at - s.started_at).total_seconds() if s.finished_at
-          and s.started_at else None, s.error_message[:300] if hasattr(s, 'error_message') else '')
+          and s.started_at else None, s.error_message[:300])
 \""

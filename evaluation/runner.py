@@ -37,11 +37,11 @@ from evaluation.timing import (
 # instead of spending ~100 ms per job importing them again.
 
 CUDA = "CUDAExecutionProvider"
+CPU = "CPUExecutionProvider"
 # onnxruntime's process-wide logger: errors only, as each session's own log_severity_level. At
 # its default (warnings), onnxruntime-gpu 1.31 logs "No registered plugin EP device found for
 # 'CUDAExecutionProvider'" on every CUDA session before it uses the built-in provider.
 ort.set_default_logger_severity(3)
-CPU = "CPUExecutionProvider"
 ProgressCallback = Callable[[float], None]
 perf_counter = time.perf_counter
 GRAPH_OPTIMIZATION_LEVELS = {

@@ -48,21 +48,20 @@ def entrant_submissions(
     return Submission.objects.filter(user=user, task=task, team__isnull=True)
 
 
+# Started or waiting to start: what a quota or the duplicate check looks at (cancelled and
+# system-failed submissions are not). One definition, for a queryset and inside an aggregate.
+COUNTED = ~Q(status=Submission.Status.CANCELLED) & ~Q(failed_by_system=True)
+
+
 def submissions_counted(
     *, user: Any, task: Task, team_id: TeamId = "look up"
 ) -> QuerySet[Submission]:
-    """Started or waiting to start: everything a quota or the duplicate check looks at."""
-    return (
-        entrant_submissions(user=user, task=task, team_id=team_id)
-        .exclude(status=Submission.Status.CANCELLED)
-        .exclude(failed_by_system=True)
-    )
+    """The entrant's submissions that ``COUNTED`` keeps."""
+    return entrant_submissions(user=user, task=task, team_id=team_id).filter(COUNTED)
 
 
 RESCORE = Q(priority=Submission.RESCORE_PRIORITY)
 WAITING = Q(status=Submission.Status.QUEUED, attempts=0) & ~RESCORE
-# What ``submissions_counted`` keeps, as a filter.
-COUNTED = ~Q(status=Submission.Status.CANCELLED) & ~Q(failed_by_system=True)
 # Queued or running for the entrant, not counting the operator's re-scores: the queued limit.
 ACTIVE = Q(status__in=[Submission.Status.QUEUED, Submission.Status.RUNNING]) & ~RESCORE
 
@@ -122,9 +121,8 @@ def quota_get(
         team_id = team_id_of(user=user, task=task)
     since = (now or timezone.now()) - DAY
     recent = COUNTED & Q(created_at__gte=since)
-    # One read of the entrant's submissions: the counts over those a quota looks at
-    # (``submissions_counted``, as filters), and the ones queued or running for the upload's
-    # queued limit.
+    # One read of the entrant's submissions: the counts over those a quota looks at (COUNTED,
+    # as filters), and the ones queued or running for the upload's queued limit.
     counts = entrant_submissions(user=user, task=task, team_id=team_id).aggregate(
         total=Count("id", filter=COUNTED & ~WAITING),
         today=Count("id", filter=recent & ~WAITING),
