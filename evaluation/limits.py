@@ -21,7 +21,7 @@ import resource
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import onnxruntime as ort
 
@@ -68,8 +68,10 @@ def time_limit_message(limit_s: float, during: str = "") -> str:
     return f"time limit of {limit_s:g} s exceeded{during}"
 
 
-@dataclass(frozen=True)
-class _Deadline:
+class _Deadline(NamedTuple):
+    """A tuple, not a frozen dataclass: arming a limit is on every evaluation's path, and a frozen
+    dataclass's __init__ (object.__setattr__ per field) took 0.45 µs against the tuple's 0.3."""
+
     at: float  # time.monotonic()
     expire: Callable[[], None]  # called by the watchdog thread once ``at`` has passed
 

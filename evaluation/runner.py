@@ -392,7 +392,8 @@ _SUM_SCREEN_FROM = 1 << 20
 
 
 def _check_numeric(out: np.ndarray) -> None:
-    if not np.issubdtype(out.dtype, np.number):
+    # The kinds np.number covers (integers, floats, complex); np.issubdtype took 1 µs.
+    if out.dtype.kind not in "iufc":
         raise EvaluationError(
             f"The model's output has type {out.dtype}; a numeric tensor is expected."
         )
