@@ -154,6 +154,7 @@ def device_config(name: str | None = None) -> DeviceConfig:
         cudnn_conv_algo_search=settings.EVAL_CUDNN_CONV_ALGO_SEARCH,
         use_tf32=settings.EVAL_CUDA_TF32,
         intra_op_threads=settings.EVAL_INTRA_OP_THREADS,
+        intra_op_spinning=settings.EVAL_INTRA_OP_SPINNING,
         inter_op_threads=settings.EVAL_INTER_OP_THREADS,
         graph_optimization=settings.EVAL_GRAPH_OPTIMIZATION,
         warmup_runs=settings.EVAL_WARMUP_RUNS,

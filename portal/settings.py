@@ -340,6 +340,9 @@ EVAL_CUDNN_CONV_ALGO_SEARCH = env_choice(
 # float32 and its GPU outputs match the CPU's (the GPU acceptance check compares them).
 EVAL_CUDA_TF32 = env_bool("EVAL_CUDA_TF32", False)
 EVAL_INTRA_OP_THREADS = env_int("EVAL_INTRA_OP_THREADS", 0, minimum=0)
+# onnxruntime's intra-op threads busy-wait after their work by default; off here, so an idle
+# thread pool leaves the CPU to the horse's own work and to other workers (runner.DeviceConfig).
+EVAL_INTRA_OP_SPINNING = env_bool("EVAL_INTRA_OP_SPINNING", False)
 EVAL_INTER_OP_THREADS = env_int("EVAL_INTER_OP_THREADS", 1, minimum=1)
 EVAL_GRAPH_OPTIMIZATION = env_choice(
     "EVAL_GRAPH_OPTIMIZATION", "all", ("disabled", "basic", "extended", "all")

@@ -381,6 +381,11 @@ def test_gpu_worker_takes_its_memory_share_and_no_address_space_limit(
     settings.EVAL_GPU_MEMORY_BYTES = 6 << 30
     assert device_config("gpu0-a").gpu_mem_limit == 6 << 30
     assert not device_config("gpu0-a").use_tf32  # float32 stays float32 unless asked
+    idle = device_config("gpu0-a").session_options()
+    assert idle.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    settings.EVAL_INTRA_OP_SPINNING = True
+    spinning = device_config("gpu0-a").session_options()
+    assert spinning.get_session_config_entry("session.intra_op.allow_spinning") == "1"
     settings.EVAL_CUDA_TF32 = True
     assert device_config("gpu0-a").providers()[0][1]["use_tf32"] == "1"
     settings.EVAL_DEVICE = "cpu"
