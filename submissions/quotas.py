@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import Count, Min, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from submissions.models import Submission, Task, Team, TeamMembership
@@ -34,6 +34,13 @@ def team_id_of(*, user: Any, task: Task) -> int | None:
     """The id of ``user``'s team on ``task``; None: they enter alone."""
     memberships = TeamMembership.objects.filter(task=task, user=user)
     return memberships.values_list("team_id", flat=True).first()
+
+
+def team_id_of_outer_user(*, task: Task) -> Subquery:
+    """``team_id_of`` inside a query over users: the outer row's team on ``task`` (one at most,
+    by a constraint), so an upload reads it in the query that locks the user's row."""
+    memberships = TeamMembership.objects.filter(task=task, user=OuterRef("pk"))
+    return Subquery(memberships.values("team_id")[:1])
 
 
 def entrant_submissions(
@@ -119,18 +126,41 @@ def quota_get(
     ``team_id``: the user's team on the task, when the caller has looked it up already."""
     if team_id == "look up":
         team_id = team_id_of(user=user, task=task)
+    counts = _counts(user=user, task=task, team_id=team_id, now=now)
+    return _quota(task, team_id, counts)
+
+
+def quota_and_duplicate(
+    *, user: Any, task: Task, team_id: int | None, sha256: str
+) -> tuple[Quota, int | None]:
+    """For an upload, in the same one read: the quota, and the entrant's first counted
+    submission of the same file (its id; None: the file is new to them). Ids grow with upload
+    order, so the smallest is the first."""
+    duplicate = Min("id", filter=COUNTED & Q(sha256=sha256))
+    counts = _counts(user=user, task=task, team_id=team_id, duplicate=duplicate)
+    return _quota(task, team_id, counts), counts["duplicate"]
+
+
+def _counts(
+    *, user: Any, task: Task, team_id: int | None, now: datetime | None = None, **more: Any
+) -> dict[str, Any]:
+    """One read of the entrant's submissions: the counts over those a quota looks at
+    (``COUNTED``, as filters), the ones queued or running for the upload's queued limit, and
+    the caller's ``more`` aggregates."""
     since = (now or timezone.now()) - DAY
     recent = COUNTED & Q(created_at__gte=since)
-    # One read of the entrant's submissions: the counts over those a quota looks at (COUNTED,
-    # as filters), and the ones queued or running for the upload's queued limit.
-    counts = entrant_submissions(user=user, task=task, team_id=team_id).aggregate(
+    return entrant_submissions(user=user, task=task, team_id=team_id).aggregate(
         total=Count("id", filter=COUNTED & ~WAITING),
         today=Count("id", filter=recent & ~WAITING),
         waiting=Count("id", filter=COUNTED & WAITING),
         waiting_today=Count("id", filter=recent & WAITING),
         oldest_today=Min("created_at", filter=recent),
         active=Count("id", filter=ACTIVE),
+        **more,
     )
+
+
+def _quota(task: Task, team_id: int | None, counts: dict[str, Any]) -> Quota:
     oldest = counts["oldest_today"]
     return Quota(
         per_day=task.submissions_per_day,

@@ -45,11 +45,7 @@ from submissions.leaderboard import (
 )
 from submissions.models import DatasetVersion, Submission, Task, Team
 from submissions.notifications import notification_record
-from submissions.quotas import (
-    quota_get,
-    submissions_counted,
-    team_id_of,
-)
+from submissions.quotas import quota_and_duplicate, team_id_of, team_id_of_outer_user
 from submissions.turns import RERUN_PRIORITY
 
 log = logging.getLogger(__name__)
@@ -103,14 +99,25 @@ def _check_task_open(task: Task) -> None:
         raise SubmissionRefused("task", "This task is closed for submissions.")
 
 
-def _check_quota(*, user: Any, task: Task, team_id: int | None) -> None:
-    """The quota, then the queued limit, from one read of the entrant's submissions. Called with
-    the user's row (and their team's) locked, so parallel uploads are counted one after another.
+def _check_limits(*, user: Any, task: Task, team_id: int | None, sha256: str) -> None:
+    """The duplicate check, the quota and the queued limit, from one read of the entrant's
+    submissions. Called with the user's row (and their team's) locked, so parallel uploads are
+    counted one after another.
 
+    The same file twice for the same task scores the same twice: the refusal points at the
+    first one (cancelled and system-failed submissions aside: their file may be sent again).
     The queued limit: an entrant (a user alone, or a whole team) may have only
     ``task.queued_per_user`` submissions queued or running per task, so nobody fills the queue;
     the operator's re-scores are not the entrant's to wait for."""
-    quota = quota_get(user=user, task=task, team_id=team_id)
+    quota, duplicate = quota_and_duplicate(user=user, task=task, team_id=team_id, sha256=sha256)
+    if duplicate is not None:
+        url = Submission(pk=duplicate).get_absolute_url()
+        raise SubmissionRefused(
+            "file",
+            f"You already submitted this exact file to this task as submission {duplicate} "
+            f"({url}).",
+            url=url,
+        )
     message = quota.refusal()
     if message is not None:
         raise SubmissionRefused("file", message)
@@ -121,26 +128,6 @@ def _check_quota(*, user: Any, task: Task, team_id: int | None) -> None:
             f"{who} {quota.active} submission(s) queued or running for this task, the most "
             f"allowed at once ({task.queued_per_user}). Upload again when one has finished, or "
             "cancel one you no longer need.",
-        )
-
-
-def _check_duplicate(*, user: Any, task: Task, team_id: int | None, sha256: str) -> None:
-    """The same file twice for the same task scores the same twice: point at the first one.
-
-    Cancelled and system-failed submissions are ignored: their file may be sent again.
-    """
-    first = (
-        submissions_counted(user=user, task=task, team_id=team_id)
-        .filter(sha256=sha256)
-        .order_by("created_at", "id")
-        .first()
-    )
-    if first is not None:
-        url = first.get_absolute_url()
-        raise SubmissionRefused(
-            "file",
-            f"You already submitted this exact file to this task as submission {first.pk} ({url}).",
-            url=url,
         )
 
 
@@ -188,16 +175,21 @@ def _store_and_enqueue(
             # Serialises this user's uploads. NO KEY UPDATE, not UPDATE: a worker writing a
             # leaderboard row for this user takes KEY SHARE on it (the foreign key) while it
             # holds the task's lock, which this insert needs too; FOR UPDATE would deadlock.
-            get_user_model().objects.select_for_update(no_key=True).get(pk=user.pk)
+            # Their team on the task comes with it, read under the lock.
+            team_id = (
+                get_user_model()
+                .objects.select_for_update(no_key=True)
+                .filter(pk=user.pk)
+                .values_list(team_id_of_outer_user(task=task), flat=True)
+                .get()
+            )
             # A member's uploads share the team's quota: lock the team too (after the user, as
             # every membership change does), so parallel uploads by members count one by one.
-            team_id = team_id_of(user=user, task=task)
             if team_id is not None:
                 Team.objects.select_for_update(no_key=True).filter(pk=team_id).first()
                 if team_id_of(user=user, task=task) != team_id:  # merged while we waited
                     raise SubmissionRefused("file", "Your team changed; please upload again.")
-            _check_duplicate(user=user, task=task, team_id=team_id, sha256=sha256)
-            _check_quota(user=user, task=task, team_id=team_id)
+            _check_limits(user=user, task=task, team_id=team_id, sha256=sha256)
             stored = Submission(
                 user=user,
                 task=task,

@@ -109,11 +109,11 @@ def test_a_jobs_start_reads_the_task_with_all_its_evaluation_needs(
         assert started.task.current_dataset_id is None
 
 
-def test_the_quota_and_the_queued_limit_share_one_read(
+def test_the_duplicate_check_the_quota_and_the_queued_limit_share_one_read(
     alice: Any, make_task: Any, queue: Any
 ) -> None:
-    """An upload reads the entrant's submissions twice: the duplicate check, then one aggregate
-    for the quota and the queued limit together (the queued limit had a COUNT of its own)."""
+    """An upload reads the entrant's submissions once: one aggregate for the duplicate check,
+    the quota and the queued limit together (each had a query of its own)."""
     task = make_task()
     with CaptureQueriesContext(connection) as queries:
         upload(alice, task)
@@ -122,5 +122,18 @@ def test_the_quota_and_the_queued_limit_share_one_read(
         for q in queries.captured_queries
         if q["sql"].startswith("SELECT") and 'FROM "submissions_submission"' in q["sql"]
     ]
-    assert len(reads) == 2
-    assert "COUNT" not in reads[0] and "COUNT" in reads[1]
+    assert len(reads) == 1
+    assert "COUNT" in reads[0] and '"sha256" =' in reads[0]
+
+
+def test_the_user_lock_reads_the_team_in_the_same_query(
+    alice: Any, make_task: Any, queue: Any
+) -> None:
+    task = make_task()
+    with CaptureQueriesContext(connection) as queries:
+        upload(alice, task)
+    users = [q["sql"] for q in queries.captured_queries if 'FROM "auth_user"' in q["sql"]]
+    assert len(users) == 1
+    assert 'FROM "submissions_teammembership"' in users[0]
+    if connection.vendor == "postgresql":
+        assert "FOR NO KEY UPDATE" in users[0]
