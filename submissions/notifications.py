@@ -22,7 +22,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 from redis.exceptions import RedisError
@@ -41,16 +41,23 @@ _PENDING_JOB = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.SCHEDULED, JobSta
 SWEEP_BATCH = 500
 
 
-def notification_record(*, submission_id: int) -> Notification | None:
+def notification_record(
+    *, submission_id: int, status: str | None = None, run: int | None = None
+) -> Notification | None:
     """Call inside the transaction that made ``submission_id`` final (its row is locked by that
-    UPDATE). Returns the new Notification, or None when this run already has one."""
-    submission = Submission.objects.values("status", "runs").get(pk=submission_id)
-    notification, created = Notification.objects.get_or_create(
-        submission_id=submission_id,
-        run=submission["runs"],
-        defaults={"status": submission["status"]},
-    )
-    if not created:
+    UPDATE), with its new ``status`` and its ``run`` when the caller has read them. Returns the
+    new Notification, or None when this run already has one."""
+    if status is None or run is None:
+        submission = Submission.objects.values("status", "runs").get(pk=submission_id)
+        status, run = submission["status"], submission["runs"]
+    try:
+        # Inserted without looking first: one exists only if the run was made final twice,
+        # which the unique constraint refuses, in a savepoint so the transaction carries on.
+        with transaction.atomic():
+            notification = Notification.objects.create(
+                submission_id=submission_id, run=run, status=status
+            )
+    except IntegrityError:
         return None
     transaction.on_commit(lambda: _enqueue_logging_redis_errors(notification.pk))
     return notification

@@ -363,9 +363,12 @@ def submission_succeed(
             batch_latencies_ms=result.batch_latencies_ms,
         )
         if changed:
-            task_id = Submission.objects.values_list("task_id", flat=True).get(pk=submission_id)
+            row = Submission.objects.values("task_id", "runs").get(pk=submission_id)
+            task_id = row["task_id"]
             leaderboard_result_pending(task_id=task_id, submission_id=submission_id)
-            notification_record(submission_id=submission_id)
+            notification_record(
+                submission_id=submission_id, status=Status.SUCCEEDED, run=row["runs"]
+            )
     if task_id is not None and drain:
         leaderboard_drain(task_id=task_id)
     return bool(changed)

@@ -78,6 +78,25 @@ def test_a_failure_is_mailed_to_its_submitter_once_even_when_written_twice(
     assert Notification.objects.get().email == "sent"
 
 
+def test_a_second_record_of_the_same_run_is_refused_and_the_transaction_carries_on(
+    make_task: Any, carol: Any
+) -> None:
+    """The record is inserted without a look first: the unique constraint refuses a second one
+    for the run inside a savepoint, so the status change around it still commits."""
+    from django.db import transaction
+
+    from submissions.notifications import notification_record
+
+    submission = running(make_task(), carol)
+    with transaction.atomic():
+        first = notification_record(submission_id=submission.pk)
+        second = notification_record(submission_id=submission.pk, status="failed", run=1)
+        Submission.objects.filter(pk=submission.pk).update(error_message="still writable")
+    assert first is not None and second is None
+    assert Notification.objects.get().status == "running"  # as the row said: the first one's
+    assert Submission.objects.get(pk=submission.pk).error_message == "still writable"
+
+
 def test_a_success_is_mailed_only_to_those_who_asked_for_it(
     make_task: Any,
     carol: Any,
