@@ -158,20 +158,33 @@ def _submit(client: Any, task: Any, model: bytes) -> int:
 
 
 def _wait_scored(ids: list[int], poll_s: float = 0.002, timeout_s: float = 600) -> None:
+    """Poll the rows until every one is final, as cheaply as the floor polls its jobs (a Redis
+    read): one plain SQL statement per poll. An ORM query compiled every 2 ms took about a
+    millisecond of CPU each time, on the cores the worker under test needs."""
+    from django.db import connection
+
     from submissions.models import Submission
 
+    table = connection.ops.quote_name(Submission._meta.db_table)
+    finals = ", ".join(f"'{status}'" for status in FINAL)
     deadline = time.monotonic() + timeout_s
     pending = set(ids)
-    while pending:
-        done = Submission.objects.filter(pk__in=pending, status__in=FINAL)
-        for pk, status, message in done.values_list("pk", "status", "error_message"):
-            if status != "succeeded":
-                raise RuntimeError(f"submission {pk} {status}: {message}")
-            pending.discard(pk)
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{len(pending)} submissions not scored in {timeout_s} s")
-        if pending:
-            time.sleep(poll_s)
+    with connection.cursor() as cursor:
+        while pending:
+            marks = ", ".join(["%s"] * len(pending))
+            cursor.execute(
+                f"SELECT id, status, error_message FROM {table} "
+                f"WHERE id IN ({marks}) AND status IN ({finals})",
+                list(pending),
+            )
+            for pk, status, message in cursor.fetchall():
+                if status != "succeeded":
+                    raise RuntimeError(f"submission {pk} {status}: {message}")
+                pending.discard(pk)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{len(pending)} submissions not scored in {timeout_s} s")
+            if pending:
+                time.sleep(poll_s)
 
 
 _variant_numbers = itertools.count()
