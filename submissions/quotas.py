@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from django.db.models import Count, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
 from submissions.models import Submission, Task, Team, TeamMembership
@@ -34,13 +34,6 @@ def team_id_of(*, user: Any, task: Task) -> int | None:
     """The id of ``user``'s team on ``task``; None: they enter alone."""
     memberships = TeamMembership.objects.filter(task=task, user=user)
     return memberships.values_list("team_id", flat=True).first()
-
-
-def team_id_of_outer_user(*, task: Task) -> Subquery:
-    """``team_id_of`` inside a query over users: the outer row's team on ``task`` (one at most,
-    by a constraint), so an upload reads it in the query that locks the user's row."""
-    memberships = TeamMembership.objects.filter(task=task, user=OuterRef("pk"))
-    return Subquery(memberships.values("team_id")[:1])
 
 
 def entrant_submissions(

@@ -45,7 +45,7 @@ from submissions.leaderboard import (
 )
 from submissions.models import DatasetVersion, Submission, Task, Team
 from submissions.notifications import notification_record
-from submissions.quotas import quota_and_duplicate, team_id_of, team_id_of_outer_user
+from submissions.quotas import quota_and_duplicate, team_id_of
 from submissions.turns import RERUN_PRIORITY
 
 log = logging.getLogger(__name__)
@@ -175,16 +175,13 @@ def _store_and_enqueue(
             # Serialises this user's uploads. NO KEY UPDATE, not UPDATE: a worker writing a
             # leaderboard row for this user takes KEY SHARE on it (the foreign key) while it
             # holds the task's lock, which this insert needs too; FOR UPDATE would deadlock.
-            # Their team on the task comes with it, read under the lock.
-            team_id = (
-                get_user_model()
-                .objects.select_for_update(no_key=True)
-                .filter(pk=user.pk)
-                .values_list(team_id_of_outer_user(task=task), flat=True)
-                .get()
-            )
+            get_user_model().objects.select_for_update(no_key=True).get(pk=user.pk)
             # A member's uploads share the team's quota: lock the team too (after the user, as
             # every membership change does), so parallel uploads by members count one by one.
+            # The team is read by a statement of its own, after the lock: one that waited for
+            # the lock would read with the snapshot it started with, before a team join that
+            # held the user's row had committed (PostgreSQL, READ COMMITTED).
+            team_id = team_id_of(user=user, task=task)
             if team_id is not None:
                 Team.objects.select_for_update(no_key=True).filter(pk=team_id).first()
                 if team_id_of(user=user, task=task) != team_id:  # merged while we waited

@@ -124,16 +124,3 @@ def test_the_duplicate_check_the_quota_and_the_queued_limit_share_one_read(
     ]
     assert len(reads) == 1
     assert "COUNT" in reads[0] and '"sha256" =' in reads[0]
-
-
-def test_the_user_lock_reads_the_team_in_the_same_query(
-    alice: Any, make_task: Any, queue: Any
-) -> None:
-    task = make_task()
-    with CaptureQueriesContext(connection) as queries:
-        upload(alice, task)
-    users = [q["sql"] for q in queries.captured_queries if 'FROM "auth_user"' in q["sql"]]
-    assert len(users) == 1
-    assert 'FROM "submissions_teammembership"' in users[0]
-    if connection.vendor == "postgresql":
-        assert "FOR NO KEY UPDATE" in users[0]

@@ -265,6 +265,71 @@ def test_three_members_uploading_in_parallel_share_a_quota_of_five(
     assert Submission.objects.filter(task=team_task).count() == 5
 
 
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="needs PostgreSQL row locks (select_for_update)"
+)
+@pytest.mark.django_db(transaction=True)
+def test_an_upload_that_waited_for_a_join_counts_for_the_team_it_joined(
+    team_task: Any, alice: Any, bob: Any, queue: Any
+) -> None:
+    """A join holds the user's row until it commits; an upload waiting for that row must see
+    the new membership once it has the lock. (Read in the statement that waited, the team would
+    come from that statement's snapshot, taken before the join committed.)"""
+    import psycopg2
+    from django.db import connections
+
+    from submissions.services import submission_create
+    from tests.conftest import onnx_upload
+
+    team = team_create(user=alice, task=team_task, name="Lab A")
+    settings_dict = connection.settings_dict
+    joiner = psycopg2.connect(
+        dbname=settings_dict["NAME"],
+        user=settings_dict["USER"],
+        host=settings_dict["HOST"] or None,
+        port=settings_dict["PORT"] or None,
+        password=settings_dict["PASSWORD"] or None,
+    )
+    stored: dict[str, Any] = {}
+
+    def upload() -> None:
+        try:
+            stored["row"] = submission_create(
+                user=bob, task=team_task, upload=onnx_upload(model_bytes(7))
+            )
+        finally:
+            connections.close_all()
+
+    try:
+        with joiner.cursor() as cursor:  # the join's transaction, as team_join orders it
+            cursor.execute("SELECT id FROM auth_user WHERE id = %s FOR NO KEY UPDATE", [bob.pk])
+            cursor.execute(
+                "INSERT INTO submissions_teammembership (team_id, task_id, user_id, joined_at) "
+                "VALUES (%s, %s, %s, now())",
+                [team.pk, team_task.pk, bob.pk],
+            )
+            uploading = threading.Thread(target=upload)
+            uploading.start()
+            waiting = 0
+            for _ in range(200):  # until the upload waits for bob's row
+                cursor.execute("SELECT pg_stat_clear_snapshot()")  # else one per transaction
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()"
+                )
+                waiting = cursor.fetchone()[0]
+                if waiting:
+                    break
+                threading.Event().wait(0.05)
+            assert waiting, "the upload never waited for the user's row"
+        joiner.commit()
+        uploading.join(timeout=60)
+    finally:
+        joiner.close()
+    assert stored["row"].team_id == team.pk
+    assert Submission.objects.get(pk=stored["row"].pk).team_id == team.pk
+
+
 def api(user: Any) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)
