@@ -388,8 +388,10 @@ class Submission(models.Model):
         indexes = [
             models.Index(fields=["task", "status", "score"]),
             models.Index(fields=["user", "task", "created_at"]),
-            # The upload's duplicate check, and its quota and waiting-limit counts as index-only
-            # scans (every column they read is in the index).
+            # The upload reads an entrant's submissions once, through submission_quota_idx: the
+            # quota and waiting-limit counts and the duplicate check in one aggregate (team_id
+            # and sha256 come from the table). submission_duplicate_idx served the duplicate
+            # check when it was a query of its own.
             models.Index(fields=["user", "task", "sha256"], name="submission_duplicate_idx"),
             models.Index(
                 fields=["user", "task", "status"],
