@@ -81,6 +81,19 @@ def test_a_scorer_that_does_not_step_aside_in_the_wait_leaves_the_timing_not_exc
     assert not queue.connection.exists(KEY)
 
 
+def test_a_free_lock_taken_in_one_round_trip_is_renewed_and_released_as_its_own(
+    queue: Any,
+) -> None:
+    """The lock taken by the pipelined SET NX must carry its token where redis-py's Lock reads
+    it: else the renewer cannot extend it (it lapses after its TTL while the timing runs) and the
+    release is refused (it stays until its TTL), both silently."""
+    with device_lock(queue.connection, KEY, wait_s=5, ttl_s=0.6) as exclusive:
+        assert exclusive
+        time.sleep(1.0)  # past the TTL: still held only if renewed
+        assert queue.connection.exists(KEY)
+    assert not queue.connection.exists(KEY)  # released at once, not left to lapse
+
+
 def test_a_scorer_gives_way_for_no_longer_than_its_limit(queue: Any) -> None:
     with device_lock(queue.connection, KEY, wait_s=1, ttl_s=0.6) as exclusive:
         assert exclusive is True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -35,6 +36,11 @@ from tests.submissions.test_quota import model_bytes
 from tests.submissions.test_read_api import scored as scored_alone
 
 pytestmark = pytest.mark.django_db
+
+
+needs_row_locks = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="needs PostgreSQL row locks (select_for_update)"
+)
 
 
 @pytest.fixture
@@ -231,9 +237,7 @@ def test_a_solo_participant_is_shown_and_counted_as_before(team_task: Any, alice
     assert not Team.objects.exists()
 
 
-@pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="needs PostgreSQL row locks (select_for_update)"
-)
+@needs_row_locks
 @pytest.mark.django_db(transaction=True)
 def test_three_members_uploading_in_parallel_share_a_quota_of_five(
     team_task: Any, alice: Any, bob: Any, carol: Any, queue: Any, live_portal: str, settings: Any
@@ -265,9 +269,7 @@ def test_three_members_uploading_in_parallel_share_a_quota_of_five(
     assert Submission.objects.filter(task=team_task).count() == 5
 
 
-@pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="needs PostgreSQL row locks (select_for_update)"
-)
+@needs_row_locks
 @pytest.mark.django_db(transaction=True)
 def test_an_upload_that_waited_for_a_join_counts_for_the_team_it_joined(
     team_task: Any, alice: Any, bob: Any, queue: Any
@@ -320,7 +322,7 @@ def test_an_upload_that_waited_for_a_join_counts_for_the_team_it_joined(
                 waiting = cursor.fetchone()[0]
                 if waiting:
                     break
-                threading.Event().wait(0.05)
+                time.sleep(0.05)
             assert waiting, "the upload never waited for the user's row"
         joiner.commit()
         uploading.join(timeout=60)
