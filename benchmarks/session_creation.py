@@ -33,9 +33,9 @@ def _one(warm: bool, model: bytes, use_cuda: bool) -> float:
     pid = os.fork()
     if pid == 0:  # the horse
         try:
-            if warm:
-                ready_horse.warm_up(task_id=None, use_cuda=use_cuda)
             device = replace(device_config("session-bench"), use_cuda=use_cuda)
+            if warm:
+                ready_horse.warm_up(task_id=None, device=device)
             started = time.perf_counter()
             create_session(model, device)
             os.write(write, f"{(time.perf_counter() - started) * 1000:.4f}".encode())

@@ -22,13 +22,12 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import onnxruntime as ort
 from django import db
 from redis import Redis
 
-from evaluation.device import CUDA_DEVICE_ID
 from evaluation.jobs import dataset_preload
 from evaluation.queues import evaluation_redis
+from evaluation.runner import DeviceConfig, create_session
 from evaluation.selftest import tiny_model
 from submissions import services
 from submissions.models import Submission, Task
@@ -57,7 +56,9 @@ class Handover:
         return cls(job_id, queue_name, execution_id)
 
 
-def warm_up(*, task_id: int | None, use_cuda: bool, redis_clients: Sequence[Redis] = ()) -> None:
+def warm_up(
+    *, task_id: int | None, device: DeviceConfig, redis_clients: Sequence[Redis] = ()
+) -> None:
     """What a horse would do first for its job, done ahead. Nothing here may stop the horse: a
     step that fails is done again, for real, when the job runs."""
     # A forked process's Redis clients open new connections on first use (redis-py checks the
@@ -76,12 +77,12 @@ def warm_up(*, task_id: int | None, use_cuda: bool, redis_clients: Sequence[Redi
     except Exception as exc:
         log.warning("ready work horse: warm-up skipped (%s)", exc)
     # The first session of a process sets up onnxruntime's environment (and on a GPU the CUDA
-    # context): on CPU that is 3-6 ms of a submission's session creation, 0.4-0.6 ms once a
-    # session has been made in the process (measured on the digits model, 1 and 2 threads).
-    options = {"device_id": CUDA_DEVICE_ID}
-    providers = [("CUDAExecutionProvider", options)] if use_cuda else ["CPUExecutionProvider"]
+    # context): on CPU that is about 6 ms of a submission's session creation, 1 ms once a
+    # session has been made in the process. With the worker's own options: onnxruntime's
+    # defaults spin the tiny session's idle threads, which doubled the warm-up's CPU (15 ms
+    # against 7 ms in a fresh fork on the 2-core box), CPU a burst's other horses need.
     with contextlib.suppress(Exception):  # the self-test at start already judged CUDA
-        ort.InferenceSession(tiny_model(), providers=providers)
+        create_session(tiny_model(), device)
 
 
 def wait_for_job(read_fd: int) -> Handover | None:

@@ -41,6 +41,7 @@ from evaluation.device import (
     CUDA_DEVICE_ID,
     DeviceChoice,
     current_choice,
+    device_config,
     nvml_target,
     pin_cuda,
     record_selftest,
@@ -334,7 +335,7 @@ class EvaluationWorker(Worker):
             _die_with_parent(self.fleet_state.pid)
             ready_horse.warm_up(
                 task_id=self._last_task_id,
-                use_cuda=bool(self.device_choice and self.device_choice.use_cuda),
+                device=device_config(self.name),
                 redis_clients=[self.connection],
             )
             handover = ready_horse.wait_for_job(read_fd)
