@@ -161,7 +161,7 @@ class EvaluationWorker(Worker):
             started_at=time.time(),
             device_classes=self.device_classes,
         )
-        self._last_publish = 0.0
+        self._last_publish = float("-inf")  # the first heartbeat is a sample
         self._ready: ready_horse.ReadyHorse | None = None
         self._last_task_id: int | None = None  # the likely task of the next job
 
@@ -376,8 +376,9 @@ class EvaluationWorker(Worker):
             self.fork_work_horse(job, queue)
         else:
             os.close(ready.write_fd)
-            self.fleet_state.horse_pid = ready.pid
-            self.publish_heartbeat(force=True)
+            if self.fleet_state.horse_pid != ready.pid:  # execute_job published it already
+                self.fleet_state.horse_pid = ready.pid
+                self.publish_heartbeat(force=True)
         self.monitor_work_horse(job, queue, execution)
         self.set_state(WorkerStatus.IDLE)
         return True
@@ -393,6 +394,8 @@ class EvaluationWorker(Worker):
         self.fleet_state.state = "busy"
         self.fleet_state.submission_id = submission_id
         self.fleet_state.busy_since = time.time()
+        if self._ready is not None:  # the horse it goes to, unless that one died meanwhile
+            self.fleet_state.horse_pid = self._ready.pid
         self.publish_heartbeat(force=True)  # before the horse starts: recovery sees the claim
         try:
             if not self._hand_to_ready_horse(job, queue):
@@ -485,7 +488,8 @@ class EvaluationWorker(Worker):
         sample = with_sample and (now - self._last_publish >= interval * 0.8)
         self._last_publish = now
         try:
-            self._refresh_stats()
+            if sample:  # a state change between samples (a job's start and end) keeps the stats
+                self._refresh_stats()
             heartbeat.publish(self.connection, self.fleet_state, with_sample=sample)
         except StopRequested:
             raise

@@ -96,6 +96,22 @@ def test_heartbeats_are_throttled_to_the_interval_unless_forced(
     assert queue.connection.llen(heartbeat.history_key("hb-worker")) == 1
 
 
+def test_a_state_change_between_samples_is_published_at_once_without_reading_nvml_again(
+    monkeypatch: Any, worker: EvaluationWorker, queue: Any
+) -> None:
+    nvml = install(monkeypatch)
+    worker.publish_heartbeat(force=True)  # the first heartbeat: a sample, NVML read once
+    readings = nvml.shutdowns
+
+    worker.fleet_state.state = "busy"  # what execute_job publishes at a job's start and end
+    worker.publish_heartbeat(force=True)
+
+    state = state_of(queue)
+    assert readings == 1 and nvml.shutdowns == readings
+    assert state.state == "busy" and state.gpu["name"] == "NVIDIA A40"  # the sample's stats
+    assert queue.connection.llen(heartbeat.history_key("hb-worker")) == 1
+
+
 def test_a_worker_whose_heartbeat_is_stale_is_offline(
     settings: Any, worker: EvaluationWorker, queue: Any
 ) -> None:
