@@ -50,7 +50,7 @@ from evaluation.device import (
 )
 from evaluation.dispatch import fair_pick, submission_id_of
 from evaluation.gpu import GpuInfo, gpu_reading, host_info
-from evaluation.jobs import refresh_boards
+from evaluation.jobs import leave_boards_to_worker, refresh_boards
 from evaluation.measurement import cpu_facts
 from evaluation.queues import detected_device, queue_name, worker_classes
 from evaluation.registration import dead_registration
@@ -387,6 +387,7 @@ class EvaluationWorker(Worker):
         if not self._is_horse:  # just forked by rq (a ready horse left them before warming up)
             _leave_parent_connections()
         _die_with_parent(self.fleet_state.pid)
+        leave_boards_to_worker()  # execute_job refreshes them once this horse has ended
         super().main_work_horse(job, queue)
 
     def execute_job(self, job: Job, queue: Queue) -> None:
@@ -407,6 +408,10 @@ class EvaluationWorker(Worker):
             self.fleet_state.busy_since = None
             self.fleet_state.horse_pid = None
             self.publish_heartbeat(force=True)
+            if submission_id is not None:
+                # The board refreshes the job owed, its horse's result or a dead horse's: here,
+                # where the queries are compiled and the tables' catalogs read already.
+                refresh_boards(job.connection, job.origin)
 
     def _count_outcome(self, job: Job, submission_id: int | None) -> None:
         """Count evaluations this worker finished; a duplicate job that found its submission
@@ -461,9 +466,6 @@ class EvaluationWorker(Worker):
         log.warning(
             "work horse for submission %s died (status %s): %s", submission_id, ret_val, outcome
         )
-        # A dead horse never ran its job's end: the board refresh it may owe other results
-        # (evaluation.jobs._refresh_boards) is done here, not left to recovery.
-        refresh_boards(job.connection, job.origin)
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         super().heartbeat(timeout, pipeline)

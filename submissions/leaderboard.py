@@ -5,8 +5,8 @@ the one exception, since it is the hot path: its transaction only records it as 
 (``leaderboard_result_pending``), so the submitter sees the score when it commits, and the
 refresh runs right after in a transaction of its own (``leaderboard_drain``). One process at a
 time drains a task's pending results, all of them in one refresh per entrant; while jobs wait in
-its queue a work horse leaves results younger than ``BOARD_LAG_S`` to the queue's last one, so
-a burst of results costs a few refreshes, not one each. A result whose process died before its
+its queue a worker, after each job, leaves results younger than ``BOARD_LAG_S`` to the one after
+the queue's last job, so a burst of results costs a few refreshes, not one each. A result whose process died before its
 refresh is drained by recovery; ``leaderboard_differences`` lists the pending results it sees.
 
 Entries are always recomputed from Submission with the same window query the selectors define
@@ -410,8 +410,8 @@ def leaderboard_entrants_changed(*, task_id: int, entrants: list[str]) -> None:
 _DRAIN_SLOT = -3
 DRAIN_BATCH = 200  # pending results refreshed in one transaction
 DRAIN_BUDGET_S = 5.0  # one process drains this long at most, then leaves the rest
-# While more results are on their way (a queue with jobs waiting), a work horse refreshes only
-# the results pending longer than this, and the queue's last one refreshes all: a burst of
+# While more results are on their way (a queue with jobs waiting), a worker refreshes after a job
+# only the results pending longer than this, and after the queue's last job all of them: a burst of
 # results costs a few refreshes, not one each, and its board is at most about this late.
 BOARD_LAG_S = 1.0
 
@@ -480,8 +480,8 @@ def leaderboard_drain(*, task_id: int, budget_s: float = DRAIN_BUDGET_S) -> int:
 
 
 def leaderboard_drain_stale(*, older_than_s: float) -> dict[int, int]:
-    """Drain every task with a result pending longer than ``older_than_s``: a work horse's
-    part after its result (0: every pending result; ``BOARD_LAG_S`` in a burst), and
+    """Drain every task with a result pending longer than ``older_than_s``: a worker's part
+    after each job (0: every pending result; ``BOARD_LAG_S`` in a burst), and
     recovery's (a process died between its result and the refresh). The task id → results
     covered."""
     cutoff = timezone.now() - timedelta(seconds=older_than_s)

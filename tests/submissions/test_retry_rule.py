@@ -10,12 +10,9 @@ import pytest
 from evaluation import recovery
 from evaluation.worker import EvaluationWorker
 from submissions import services
-from submissions.leaderboard_models import LeaderboardPending
 from submissions.models import Submission
 from submissions.quotas import quota_get
-from submissions.selectors import leaderboard
 from tests.evaluation.fleet_support import fast_model, submit
-from tests.submissions.test_leaderboard_read_models import assert_in_step, result, running
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SIGKILLED = 9
@@ -56,26 +53,6 @@ def test_a_horse_that_dies_twice_fails_the_submission_with_every_attempt_in_the_
     # the model itself brought its horse down twice: it counts like any failing model
     assert not failed.failed_by_system
     assert quota_get(user=alice, task=task).used_today == 1
-
-
-def test_a_worker_whose_last_horse_died_refreshes_the_board_for_the_results_left_pending(
-    queue: Any, alice: Any, bob: Any, make_task: Any
-) -> None:
-    """The queue's last job ends the board refreshes of a burst (evaluation.jobs); a horse that
-    dies never gets there, so its worker does it."""
-    task = make_task(submissions_per_day=5)
-    submission = submit(alice, task, fast_model())
-    bobs = running(task, bob)
-    assert services.submission_succeed(submission_id=bobs.pk, result=result(0.7), drain=False)
-    for worker in ("w1", "w2"):
-        queue.connection.lpop(queue.key)  # the worker pops the job (again, after the retry)
-        started(submission, worker)
-        horse_died(queue, submission, worker)
-
-    assert Submission.objects.get(pk=submission.pk).status == "failed"
-    assert not LeaderboardPending.objects.exists()
-    assert [r.submission.user.username for r in leaderboard(task=task)] == ["bob"]
-    assert_in_step(task)
 
 
 def test_a_lost_worker_and_a_dead_horse_share_one_attempt_count(

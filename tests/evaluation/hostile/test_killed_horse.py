@@ -14,7 +14,10 @@ import numpy as np
 import pytest
 from django.db import connection
 
+from submissions.leaderboard import leaderboard_differences
+from submissions.leaderboard_models import LeaderboardPending
 from submissions.models import Submission
+from submissions.selectors import leaderboard
 from tests.builders import linear_classifier
 from tests.evaluation.hostile.models import endless_loop
 from tests.evaluation.hostile.test_hostile_corpus import client_for, upload
@@ -80,3 +83,8 @@ def test_killed_work_horse_is_retried_once_then_failed_and_the_worker_serves_on(
     assert "attempt 1: the evaluation process died; retrying." in doomed_row.log
     assert Submission.objects.get(pk=good["id"]).status == "succeeded"
     assert queue.count == 0
+    # The last job's horse died before any end of its own: its worker refreshed the board for
+    # every result left pending (the good one's, when the retry still waited after it).
+    assert not LeaderboardPending.objects.exists()
+    assert [r.submission.pk for r in leaderboard(task=task)] == [good["id"]]
+    assert leaderboard_differences(task_id=task.pk) == []
