@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import queue_latency
+from benchmarks import cpu_account, queue_latency
 from benchmarks.queue_latency import Workers, _submit, _variants, _wait_scored
 
 FLOOR_QUEUE = "bench-floor"
@@ -141,9 +141,16 @@ def latency_round(client: Any, task: Any, floor: Floor, model: bytes, count: int
 
 
 def burst_round(
-    client: Any, task: Any, floor: Floor, model: bytes, count: int, ours_first: bool
+    client: Any,
+    task: Any,
+    floor: Floor,
+    model: bytes,
+    count: int,
+    ours_first: bool,
+    pids: dict[str, list[int]],
 ) -> dict[str, Any]:
-    """Scored per second for a burst of ``count`` distinct models, ours and the floor in turn."""
+    """Scored per second for a burst of ``count`` distinct models, ours and the floor in turn,
+    and the CPU per model of each side's processes (``pids``: each side's workers)."""
 
     def ours() -> None:
         ids = [_submit(client, task, v) for v in _variants(model, count)]
@@ -152,12 +159,15 @@ def burst_round(
     def base() -> None:
         floor.wait([floor.submit(v) for v in _variants(model, count)], poll_s=0.02)
 
-    rates = {}
+    rates, cpu = {}, {}
     turns = [("ours", ours), ("floor", base)]
     for name, fn in turns if ours_first else turns[::-1]:
+        before = cpu_account.snapshot(pids[name])
         rates[name] = count / _timed(fn)
+        cpu[name] = cpu_account.per_model(before, cpu_account.snapshot(pids[name]), count)
         time.sleep(0.5)
-    return {**rates, "ratio": rates["ours"] / rates["floor"], "load": os.getloadavg()[0]}
+    ratio = rates["ours"] / rates["floor"]
+    return {**rates, "ratio": ratio, "cpu": cpu, "load": os.getloadavg()[0]}
 
 
 def runner_rows(seconds: float) -> list[dict[str, Any]]:
@@ -200,13 +210,31 @@ def queue_rounds(
             _same_score(ours_id, job.return_value())
             for _ in range(args.runs):
                 latency.append(latency_round(client, task, floor, model, args.latency_count))
-        with Workers(2, logs), floor_workers(2, logs):
+        with Workers(2, logs) as ours, floor_workers(2, logs) as theirs:
+            pids = {"ours": ours.pids(), "floor": theirs.pids()}
             for run in range(args.runs):
-                burst.append(burst_round(client, task, floor, model, args.burst, run % 2 == 0))
+                burst.append(
+                    burst_round(client, task, floor, model, args.burst, run % 2 == 0, pids)
+                )
     finally:
         queue_latency._cleanup()
         floor.cleanup()
     return latency, burst, floor.count
+
+
+def _print_cpu(burst: list[dict[str, Any]]) -> None:
+    """The burst's CPU per model by process group, each side's runs' medians."""
+    groups = list(burst[0]["cpu"]["ours"])
+    print("\nCPU per model in the burst, ms (median of the runs; the workers' figure includes")
+    print("their work horses, the workers' own is without them):\n")
+    print("| | " + " | ".join(groups) + " |")
+    print("|---" * (len(groups) + 1) + "|")
+    for side in ("ours", "floor"):
+        cells = []
+        for group in groups:
+            values = [r["cpu"][side][group] for r in burst if r["cpu"][side][group] is not None]
+            cells.append(f"{statistics.median(values):.1f}" if values else "—")
+        print(f"| {side} | " + " | ".join(cells) + " |")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -260,6 +288,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"| {row['runner_ms']:.2f} ms | {row['bare_ms']:.2f} ms | {row['repeats']} rounds "
             f"(control {row['control']:.3f}×) | **{row['ratio']:.3f}×** | {target} |"
         )
+    if burst:
+        _print_cpu(burst)
     loads = [r["load"] for r in latency + burst]
     print(f"\n1-minute load average after each run: {_figures(loads, '{:.2f}')}")
     return {"latency": latency, "burst": burst, "runner": runner, "floor_jobs": floor_jobs}

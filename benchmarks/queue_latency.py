@@ -127,6 +127,9 @@ class Workers:
         time.sleep(1.0)  # let each settle into its blocking dequeue
         return self
 
+    def pids(self) -> list[int]:
+        return [proc.pid for proc in self.procs]
+
     def __exit__(self, *exc: object) -> None:
         for proc in self.procs:
             proc.terminate()  # SIGTERM: rq's warm shutdown

@@ -33,6 +33,14 @@ def test_a_short_floor_run_scores_every_model_on_both_sides(
     (burst,) = result["burst"]
     assert latency["ours"] > 0 and latency["floor"] > 0
     assert burst["ours"] > 0 and burst["floor"] > 0
+    # The burst's CPU by process group: both sides' workers (and their horses) did the scoring,
+    # the uploads ran in this process, and PostgreSQL worked for ours only.
+    for side in ("ours", "floor"):
+        cpu = burst["cpu"][side]
+        assert cpu["workers"] > cpu["workers' own"] > 0 and cpu["this process"] > 0
+        assert cpu["host"] >= cpu["workers"] - cpu["workers' own"]
+    if burst["cpu"]["ours"]["PostgreSQL"] is not None:  # its server runs on this host
+        assert burst["cpu"]["ours"]["PostgreSQL"] > 0
     assert [row["workload"].split(",")[0] for row in result["runner"]] == [
         "digits logistic regression",
         "depth 3×3 conv",
