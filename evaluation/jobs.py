@@ -143,8 +143,8 @@ _boards_left_to_worker = False
 def leave_boards_to_worker() -> None:
     """In a work horse whose worker refreshes the boards after it: this job does not. A fresh
     horse is the dearest place for the refresh: each one compiles its queries anew and its new
-    database session reads their tables' catalogs again (87–269 ms of the horse's CPU, median
-    165, in a burst on the 2-core box, against 59–75 ms in a warm process)."""
+    database session reads their tables' catalogs again (87-269 ms of the horse's CPU, median
+    165, in a burst on the 2-core box, against 59-75 ms in a warm process)."""
     global _boards_left_to_worker
     _boards_left_to_worker = True
 

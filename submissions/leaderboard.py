@@ -6,8 +6,9 @@ the one exception, since it is the hot path: its transaction only records it as 
 refresh runs right after in a transaction of its own (``leaderboard_drain``). One process at a
 time drains a task's pending results, all of them in one refresh per entrant; while jobs wait in
 its queue a worker, after each job, leaves results younger than ``BOARD_LAG_S`` to the one after
-the queue's last job, so a burst of results costs a few refreshes, not one each. A result whose process died before its
-refresh is drained by recovery; ``leaderboard_differences`` lists the pending results it sees.
+the queue's last job, so a burst of results costs a few refreshes, not one each. A result whose
+process died before its refresh is drained by recovery; ``leaderboard_differences`` lists the
+pending results it sees.
 
 Entries are always recomputed from Submission with the same window query the selectors define
 (``selectors.best_rows_computed``), never patched by hand, so a refresh cannot drift from it.
