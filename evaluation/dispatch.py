@@ -13,11 +13,10 @@ whose task moved to another device class is sent to that class's queue instead o
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
-from django.db import connection
 from redis import Redis
 from rq import Queue
 from rq.exceptions import NoSuchJobError
@@ -25,6 +24,7 @@ from rq.job import Job
 
 from evaluation.queues import queue_name
 from submissions import services
+from submissions.compiled import CompiledRead
 from submissions.models import Submission
 from submissions.turns import next_candidates
 
@@ -65,24 +65,19 @@ def _send_to_its_class(job: Job, queue: Queue, submission_id: int, job_id: str) 
         services.submission_enqueue(submission_id=submission_id)
 
 
-@functools.cache
-def _submission_row_sql() -> str:
-    rows = Submission.objects.filter(pk=0).values_list(
-        "status", "job_id", "task__device_class__slug"
-    )
-    sql, params = rows[:1].query.sql_with_params()
-    if tuple(params) != (0,):
-        raise RuntimeError(f"unexpected parameters {params!r} in {sql}")
-    return sql
+def _submission_row_orm(values: Mapping[str, Any], shape: Hashable) -> Any:
+    rows = Submission.objects.filter(pk=values["id"])
+    return rows.values_list("status", "job_id", "task__device_class__slug").first()
+
+
+# The same read on every dequeue: compiled once per process (submissions/compiled.py).
+_SUBMISSION_ROW = CompiledRead(_submission_row_orm, sentinels={"id": -918_273_646})
 
 
 def _submission_row(submission_id: int) -> tuple[str, str, str] | None:
-    """The popped job's submission: status, job id, its task's device class (or None). Its SQL
-    compiled once per process, as ``next_candidates``'s: the same query every dequeue."""
-    with connection.cursor() as cursor:
-        cursor.execute(_submission_row_sql(), [submission_id])
-        row = cursor.fetchone()
-    return (row[0], row[1], row[2]) if row is not None else None
+    """The popped job's submission: status, job id, its task's device class (or None)."""
+    rows = _SUBMISSION_ROW.rows({"id": submission_id})
+    return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
 
 def _others_waiting(connection: Redis, queues: dict[str, Queue]) -> bool:

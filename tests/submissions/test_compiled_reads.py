@@ -16,6 +16,7 @@ from submissions import quotas
 from submissions.compiled import CompiledRead
 from submissions.models import Submission
 from submissions.teams import team_create
+from submissions.turns import fair_order, next_candidates
 from tests.submissions.test_quota import stored
 
 pytestmark = pytest.mark.django_db
@@ -51,6 +52,11 @@ def test_the_quota_read_gives_what_the_orm_gives_in_every_shape(
     now = timezone.now()
 
     for user, team_id in ((alice, None), (bob, team.pk)):
+        first_a = (
+            Submission.objects.filter(task=task, user=user, sha256="a" * 64).order_by("pk").first()
+        )
+        assert first_a is not None
+        duplicate = {None: None, "a" * 64: first_a.pk, "b" * 64: None, "c" * 64: None}
         for sha256 in (None, "a" * 64, "b" * 64, "c" * 64):
             values = {
                 "user": user.pk,
@@ -67,13 +73,6 @@ def test_the_quota_read_gives_what_the_orm_gives_in_every_shape(
             assert compiled["oldest_today"] is not None and timezone.is_aware(
                 compiled["oldest_today"]
             )
-            first_a = (
-                Submission.objects.filter(task=task, user=user, sha256="a" * 64)
-                .order_by("pk")
-                .first()
-            )
-            assert first_a is not None
-            duplicate = {None: None, "a" * 64: first_a.pk, "b" * 64: None, "c" * 64: None}
             if sha256 is not None:  # a cancelled submission's file may be sent again
                 assert compiled["duplicate"] == duplicate[sha256]
 
@@ -96,6 +95,54 @@ def test_a_compiled_read_runs_one_statement_and_compiles_it_once(
         second = read({"task": task.pk})
 
     assert first == second == {"status": Status.QUEUED}
-    assert runs == [-918_273_649]  # the ORM ran once, with the sentinel, to capture the SQL
-    assert len(queries.captured_queries) == 3  # the capture, then one statement per read
+    # The ORM ran twice, with two sets of sentinels, to capture the SQL and tell its slots
+    assert runs == [-918_273_649, -918_273_650]
+    assert len(queries.captured_queries) == 4  # the captures, then one statement per read
     assert read({"task": task.pk + 1}) == {}  # no row
+
+
+def test_a_constant_equal_to_a_sentinel_stays_a_constant(alice: Any, make_task: Any) -> None:
+    task = make_task()
+    stored(task, alice, status=Status.QUEUED)
+
+    def orm_read(values: Any, shape: Any) -> Any:
+        rows = Submission.objects.filter(task_id=values["task"]).exclude(task_id=-918_273_651)
+        return rows.values("status").first()
+
+    read = CompiledRead(orm_read, sentinels={"task": -918_273_651})
+
+    # Bound to the caller's value, the exclusion would drop the row.
+    assert read({"task": task.pk}) == {"status": Status.QUEUED}
+
+
+def test_a_value_django_derives_from_a_sentinel_is_refused() -> None:
+    def orm_read(values: Any, shape: Any) -> Any:  # icontains sends "%value%", not the value
+        return Submission.objects.filter(original_name__icontains=values["name"]).first()
+
+    read = CompiledRead(orm_read, sentinels={"name": "sentinel name"})
+    with pytest.raises(RuntimeError, match="follows the values but is none of them"):
+        read({"name": "x"})
+    equal = CompiledRead(orm_read, sentinels={"name": "same", "other": "same"})
+    with pytest.raises(ValueError, match="two sentinels are equal"):
+        equal({"name": "x", "other": "x"})
+
+
+def test_the_fair_order_read_gives_what_the_orm_gives_for_any_classes(
+    alice: Any, bob: Any, make_task: Any
+) -> None:
+    cpu_task = make_task()
+    gpu_task = make_task(slug="gpu-digits", requires_gpu=True)
+    for task in (cpu_task, gpu_task, cpu_task):
+        for user in (alice, bob, alice):
+            stored(task, user, status=Status.QUEUED)
+    stored(gpu_task, bob, status=Status.RUNNING)
+
+    for classes in (["cpu"], ["gpu"], ["cpu", "gpu"], ["gpu", "cpu"], ["other"]):
+        for limit in (1, 8):
+            orm = fair_order(classes=classes).values_list(
+                "id", "job_id", "task__device_class__slug"
+            )
+            expected = list(orm[:limit])
+            assert next_candidates(classes=classes, limit=limit) == expected
+            queued = {"cpu": 6, "gpu": 3, "other": 0}
+            assert len(expected) == min(limit, sum(queued[name] for name in classes))
