@@ -5,12 +5,16 @@ Redis and database (see fleet_support)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from typing import Any
 
 import psutil
 import pytest
 from django.db import connection
 
+from evaluation.worker import EvaluationWorker
 from submissions import services
 from submissions.models import Submission
 from tests.evaluation.fleet_support import (
@@ -18,6 +22,7 @@ from tests.evaluation.fleet_support import (
     final,
     horse_gone,
     online_workers,
+    row,
     start_worker,
     submit,
     wait_for,
@@ -104,3 +109,47 @@ def test_the_worker_keeps_its_database_connection_while_its_horses_use_their_own
     assert connection.connection is before  # not closed and opened again around each fork
     rows = list(Submission.objects.filter(pk__in=[s.pk for s in submissions]))
     assert [r.status for r in rows] == ["succeeded"] * 3, [r.error_message for r in rows]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_ready_horse_found_dead_at_the_hand_over_is_replaced_and_the_new_horse_announced(
+    queue: Any, alice: Any, make_task: Any, settings: Any
+) -> None:
+    """execute_job announces the ready horse's pid before the hand-over finds it dead; the horse
+    rq then forks for the same job is announced in its place, and the job runs in it."""
+    settings.EVAL_READY_HORSE = True
+    task = make_task(submissions_per_day=10)
+    submission = submit(alice, task, fast_model())
+    worker = EvaluationWorker([queue], connection=queue.connection, name="ready-dead")
+    published: list[tuple[str, int | None]] = []
+    killed: list[int] = []
+    publish, execute_job = worker.publish_heartbeat, worker.execute_job
+
+    def recording_publish(**kwargs: Any) -> None:
+        published.append((worker.fleet_state.state, worker.fleet_state.horse_pid))
+        publish(**kwargs)
+
+    def execute_job_after_the_ready_horse_died(job: Any, job_queue: Any) -> None:
+        ready = worker._ready
+        assert ready is not None  # warmed up while the worker dequeued
+        os.kill(ready.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while psutil.Process(ready.pid).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, "the ready horse did not die"
+            time.sleep(0.01)
+        killed.append(ready.pid)
+        published.clear()
+        execute_job(job, job_queue)
+
+    worker.publish_heartbeat = recording_publish  # type: ignore[method-assign]
+    worker.execute_job = execute_job_after_the_ready_horse_died  # type: ignore[method-assign,assignment]
+    worker.work(burst=True, with_scheduler=False)
+
+    assert row(submission).status == Submission.Status.SUCCEEDED
+    [dead] = killed
+    busy = [pid for state, pid in published if state == "busy"]
+    assert busy[0] == dead  # announced before the hand-over looked at it
+    assert busy[-1] not in (dead, None) and horse_gone(busy[-1])  # then rq's fork, which ran it
+    assert len(set(busy)) == 2
+    last_busy = max(i for i, (state, _) in enumerate(published) if state == "busy")
+    assert published[last_busy + 1] == ("idle", None)  # the job over: no horse is named
