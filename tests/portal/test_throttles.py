@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -12,7 +13,13 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 from rest_framework.test import APIClient
 
-from portal.ratelimit import Rate, parse_rate
+from portal.ratelimit import (
+    Rate,
+    parse_rate,
+    rate_limit_hit,
+    rate_limit_peek,
+    rate_limit_undo,
+)
 from submissions.models import Submission
 from tests.conftest import onnx_upload
 
@@ -154,6 +161,22 @@ def test_the_counters_live_in_redis_where_every_web_process_sees_them(
     assert len(keys) == 1
     assert int(raw.get(keys[0])) == 1
     assert 0 < raw.ttl(keys[0]) <= 3601
+
+
+def test_parallel_hits_never_share_the_last_slot_and_peek_and_undo_read_the_same_counter(
+    settings: Any,
+) -> None:
+    limits(settings, uploads="5/hour")
+    with ThreadPoolExecutor(max_workers=8) as pool:  # each thread: its own Redis connection
+        refusals = list(pool.map(lambda _: rate_limit_hit(scope="uploads", ident="p"), range(12)))
+
+    assert sum(r is None for r in refusals) == 5
+    assert rate_limit_peek(scope="uploads", ident="p") is not None
+    for _ in range(8):  # 12 counted, the limit 5: back to 4 allows one more
+        rate_limit_undo(scope="uploads", ident="p")
+    assert rate_limit_peek(scope="uploads", ident="p") is None
+    assert rate_limit_hit(scope="uploads", ident="p") is None
+    assert rate_limit_hit(scope="uploads", ident="p") is not None
 
 
 def login(client: Client, username: str, password: str) -> Any:
