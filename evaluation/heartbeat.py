@@ -8,7 +8,10 @@ Keys (on the evaluation queue's Redis):
 - ``eval:fleet:workers``: sorted set, worker name → last heartbeat (unix time);
 - ``eval:fleet:worker:<name>``: hash, the worker's state (values JSON-encoded);
 - ``eval:fleet:history:<name>``: list, newest first, one compact JSON sample per heartbeat,
-  capped to cover ``EVAL_HEARTBEAT_HISTORY_S``.
+  capped to cover ``EVAL_HEARTBEAT_HISTORY_S``;
+- ``eval:fleet:class:<slug>``: sorted set, name → last heartbeat of each running worker that
+  serves the device class (a stopping worker leaves it): how many are online is one ZCOUNT, which
+  every upload and task page asks, without reading every worker's state.
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ def worker_key(name: str) -> str:
 
 def history_key(name: str) -> str:
     return f"{PREFIX}:history:{name}"
+
+
+def class_key(device_class: str) -> str:
+    return f"{PREFIX}:class:{device_class}"
 
 
 def history_length() -> int:
@@ -113,6 +120,12 @@ def publish(
         pipe.hset(worker_key(state.name), mapping=encoded)  # type: ignore[arg-type]
         pipe.expire(worker_key(state.name), FORGET_AFTER_S)
         pipe.zadd(NAMES_KEY, {state.name: state.last_heartbeat})
+        for device_class in state.device_classes:
+            if state.state == "stopped":
+                pipe.zrem(class_key(device_class), state.name)
+            else:
+                pipe.zadd(class_key(device_class), {state.name: state.last_heartbeat})
+                pipe.expire(class_key(device_class), FORGET_AFTER_S)
         if with_sample:
             pipe.lpush(history_key(state.name), json.dumps(sample_of(state)))
             pipe.ltrim(history_key(state.name), 0, history_length() - 1)
@@ -142,6 +155,14 @@ def read_history(connection: Redis, names: list[str], *, limit: int) -> dict[str
     return {
         name: [json.loads(s) for s in reversed(raw)] for name, raw in zip(names, lists, strict=True)
     }
+
+
+def online_in_class(connection: Redis, device_class: str, now: float | None = None) -> int:
+    """Online workers serving ``device_class``, as ``is_online`` tells them: one ZCOUNT. A
+    stopped worker has left the class's set; one that died leaves it by growing stale."""
+    now = now if now is not None else time.time()
+    fresh_since = now - settings.EVAL_HEARTBEAT_STALE_S
+    return int(connection.zcount(class_key(device_class), fresh_since, "+inf"))
 
 
 def is_online(state: WorkerState, now: float | None = None) -> bool:

@@ -140,7 +140,7 @@ def online_classes(connection: Redis | None = None, now: float | None = None) ->
 def workers_online(device_class: str) -> int | None:
     """Online workers serving the class; None when Redis cannot tell."""
     try:
-        return online_classes().get(device_class, 0)
+        return heartbeat.online_in_class(evaluation_redis(), device_class)
     except RedisError:
         return None
 

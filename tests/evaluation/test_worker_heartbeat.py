@@ -15,6 +15,7 @@ import pytest
 from rq.exceptions import StopRequested
 
 from evaluation import heartbeat
+from evaluation.queues import online_classes
 from evaluation.worker import EvaluationWorker
 from submissions.services import submission_create
 from tests.conftest import onnx_upload
@@ -130,6 +131,41 @@ def test_a_cleanly_stopped_worker_is_offline_at_once(worker: EvaluationWorker, q
 
     state = state_of(queue)
     assert state.state == "stopped" and not heartbeat.is_online(state)
+
+
+def test_the_count_of_online_workers_per_class_agrees_with_their_states(
+    settings: Any, queue: Any
+) -> None:
+    """Uploads ask how many workers of a class are online with one ZCOUNT; the fleet pages read
+    every state. Both must tell the same through start, stop, staleness and two classes."""
+    connection = queue.connection
+
+    def state(name: str, classes: list[str], status: str = "idle") -> heartbeat.WorkerState:
+        return heartbeat.WorkerState(
+            name=name,
+            host="h",
+            pid=1,
+            state=status,
+            device="cpu",
+            started_at=0.0,
+            device_classes=classes,
+        )
+
+    def agree(now: float, expected: dict[str, int]) -> None:
+        by_states = online_classes(connection, now=now)
+        for device_class in ("cpu", "gpu", "none"):
+            counted = heartbeat.online_in_class(connection, device_class, now=now)
+            assert counted == by_states.get(device_class, 0) == expected.get(device_class, 0)
+
+    now = time.time()
+    heartbeat.publish(connection, state("a", ["cpu"]), now=now)
+    heartbeat.publish(connection, state("b", ["cpu", "gpu"]), now=now)
+    agree(now, {"cpu": 2, "gpu": 1})
+    heartbeat.publish(connection, state("b", ["cpu", "gpu"], "stopped"), now=now + 1)
+    agree(now + 1, {"cpu": 1})
+    stale = now + settings.EVAL_HEARTBEAT_STALE_S + 0.5  # a's last heartbeat too old
+    heartbeat.publish(connection, state("b", ["cpu", "gpu"], "busy"), now=stale)
+    agree(stale, {"cpu": 1, "gpu": 1})
 
 
 def test_a_broken_nvml_never_stops_the_heartbeat(
