@@ -138,7 +138,7 @@ class SubmissionListApi(APIView):
     def post(self, request: Request) -> Response:
         form = params_validated(SubmissionCreateSerializer, request.data)
         try:
-            task = selectors.task_get_visible(slug=form["task"], user=request.user)
+            task = selectors.task_get_for_upload(slug=form["task"], user=request.user)
         except Task.DoesNotExist:
             raise ValidationError({"task": [f"No task '{form['task']}'."]}) from None
         try:

@@ -160,3 +160,26 @@ def test_the_submission_serializers_build_their_fields_once_per_class(
     detail = SubmissionDetailSerializer(first)
     assert list(detail.fields) == [*built, "queue_position"]
     assert "queue_position" not in SubmissionSerializer(second).fields
+
+
+def test_an_api_upload_reads_the_task_and_its_device_class_in_one_query_and_nothing_else(
+    alice: Any, make_task: Any, queue: Any
+) -> None:
+    """One read of the task with its device class (the inspection and the notice need it), not
+    its current dataset, and no other read of either."""
+    from rest_framework.test import APIClient
+
+    task = make_task()
+    client = APIClient()
+    client.force_authenticate(alice)
+    model = linear_classifier(np.ones((64, 10)), np.zeros(10))
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post("/api/submissions/", {"task": task.slug, "file": onnx_upload(model)})
+    assert response.status_code == 201, response.content
+    assert response.json()["notice"].startswith("No evaluation machine")  # none online
+
+    sql = [q["sql"] for q in queries.captured_queries]
+    (task_read,) = [q for q in sql if 'FROM "submissions_task"' in q]
+    assert 'JOIN "submissions_deviceclass"' in task_read
+    assert "datasetversion" not in task_read
+    assert not any('FROM "submissions_deviceclass"' in q for q in sql)
