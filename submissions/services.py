@@ -242,14 +242,20 @@ def new_job_id() -> str:
 
 
 def _enqueue_job(*, submission_id: int, job: _PlannedJob) -> None:
-    class_queue(job.device_class).enqueue(
-        "evaluation.jobs.evaluate_submission",
-        submission_id,
-        job_id=job.job_id,
-        job_timeout=job.job_timeout,
-        result_ttl=86400,
-        failure_ttl=7 * 86400,
-    )
+    """One MULTI/EXEC: given no pipeline, rq registers the queue in one round trip and saves and
+    pushes the job in another."""
+    queue = class_queue(job.device_class)
+    with queue.connection.pipeline() as pipe:
+        queue.enqueue(
+            "evaluation.jobs.evaluate_submission",
+            submission_id,
+            job_id=job.job_id,
+            job_timeout=job.job_timeout,
+            result_ttl=86400,
+            failure_ttl=7 * 86400,
+            pipeline=pipe,
+        )
+        pipe.execute()
 
 
 def _enqueue_on_commit(submission_id: int, job: _PlannedJob | None = None) -> None:

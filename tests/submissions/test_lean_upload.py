@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+import redis
+from django.conf import settings as django_settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -81,6 +83,25 @@ def test_uploads_in_one_process_share_one_redis_client(
     assert class_queue("cpu").connection is client
     assert pool._created_connections == opened  # the uploads reused it, none per request
     assert queue.count == 3
+
+
+def test_an_uploads_job_goes_to_redis_in_one_transaction(
+    alice: Any, make_task: Any, queue: Any
+) -> None:
+    """rq, given no pipeline, registers the queue in one round trip and saves and pushes the job
+    in another; the upload hands it one. Read from Redis's own MONITOR of the commands."""
+    task = make_task(submissions_per_day=10)
+    upload(alice, task, 0)  # the client's connection is open before the monitor starts
+    watcher = redis.Redis.from_url(django_settings.REDIS_URL, socket_timeout=10)
+    with watcher.monitor() as monitor:
+        submission = upload(alice, task, 1)
+        commands: list[str] = []
+        while not commands or commands[-1] != "EXEC":
+            commands.append(monitor.next_command()["command"].split()[0].upper())
+
+    assert commands[0] == "MULTI" and commands.count("MULTI") == 1
+    assert {"SADD", "HSET", "RPUSH"} <= set(commands)
+    assert queue.job_ids[-1] == submission.job_id
 
 
 def test_the_uploads_one_read_of_the_entrant_is_served_by_the_quota_index(
