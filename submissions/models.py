@@ -390,9 +390,9 @@ class Submission(models.Model):
             models.Index(fields=["user", "task", "created_at"]),
             # The upload reads an entrant's submissions once, through submission_quota_idx: the
             # quota and waiting-limit counts and the duplicate check in one aggregate (team_id
-            # and sha256 come from the table). submission_duplicate_idx served the duplicate
-            # check when it was a query of its own.
-            models.Index(fields=["user", "task", "sha256"], name="submission_duplicate_idx"),
+            # and sha256 come from the table). submission_duplicate_idx, which served the
+            # duplicate check when it was a query of its own, was dropped (0019): nothing read
+            # it, and every upload's INSERT maintained it.
             models.Index(
                 fields=["user", "task", "status"],
                 include=["created_at", "attempts", "failed_by_system", "priority"],
