@@ -72,6 +72,10 @@ def evaluation_redis() -> Redis:
     return queue_redis(settings.EVALUATION_QUEUE)
 
 
+# RQ_QUEUES settings of a queue that django-rq does not use to connect.
+_NOT_CONNECTION = {"DEFAULT_TIMEOUT", "DEFAULT_RESULT_TTL", "ASYNC", "AUTOCOMMIT"}
+
+
 def queue_redis(name: str) -> Redis:
     """This process's client of the Redis behind rq queue ``name`` (settings.RQ_QUEUES), with
     its one connection pool.
@@ -82,7 +86,10 @@ def queue_redis(name: str) -> Redis:
     client is safe to inherit.
     """
     config: dict[str, Any] = settings.RQ_QUEUES[name]
-    key = repr(sorted(config.items()))  # tests may point the setting at another database
+    # Queues on the same server share the client (a work horse used to open one connection for
+    # its job and another for its notification); their rq defaults are not the connection's.
+    # Keyed by the settings, not the name: tests may point the setting at another database.
+    key = repr(sorted((k, v) for k, v in config.items() if k not in _NOT_CONNECTION))
     connection = _connections.get(key)
     if connection is None:
         connection = _connections[key] = django_rq.get_connection(name)

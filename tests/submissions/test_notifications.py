@@ -10,12 +10,15 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import redis
+from django.conf import settings as django_settings
 from django.core import mail
 from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
 from evaluation import recovery
+from evaluation.queues import evaluation_redis
 from evaluation.worker import worker_command
 from portal.accounts.models import NotificationPreference
 from submissions.models import Notification, Submission, Webhook, WebhookDelivery
@@ -377,3 +380,22 @@ def test_every_enqueue_of_a_process_shares_one_redis_client() -> None:
     from submissions import notifications
 
     assert notifications._queue().connection is notifications._queue().connection
+    # The evaluation queue is on the same server: one client, so a work horse opens one
+    # connection for its job and its notification, not one each.
+    assert notifications._queue().connection is evaluation_redis()
+
+
+def test_a_new_notification_goes_to_redis_in_one_transaction_without_a_look_first(
+    make_task: Any, carol: Any, notifications_queue: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    submission = running(make_task(), carol)
+    watcher = redis.Redis.from_url(django_settings.REDIS_URL, socket_timeout=10)
+    with watcher.monitor() as monitor:
+        with django_capture_on_commit_callbacks(execute=True):  # the commit's enqueue
+            submission_fail(submission_id=submission.pk, message="Broken.")
+        commands: list[str] = []
+        while "RPUSH" not in commands or commands[-1] != "EXEC":
+            commands.append(monitor.next_command()["command"].split()[0].upper())
+
+    assert commands.count("MULTI") == 1 and "HGETALL" not in commands
+    assert notifications_queue.job_ids == [f"notification-{Notification.objects.get().pk}"]
