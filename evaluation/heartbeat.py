@@ -125,6 +125,10 @@ def publish(
                 pipe.zrem(class_key(device_class), state.name)
             else:
                 pipe.zadd(class_key(device_class), {state.name: state.last_heartbeat})
+                # Workers that died without stopping: forgotten after a day, as in NAMES_KEY.
+                pipe.zremrangebyscore(
+                    class_key(device_class), "-inf", state.last_heartbeat - FORGET_AFTER_S
+                )
                 pipe.expire(class_key(device_class), FORGET_AFTER_S)
         if with_sample:
             pipe.lpush(history_key(state.name), json.dumps(sample_of(state)))

@@ -166,6 +166,9 @@ def test_the_count_of_online_workers_per_class_agrees_with_their_states(
     stale = now + settings.EVAL_HEARTBEAT_STALE_S + 0.5  # a's last heartbeat too old
     heartbeat.publish(connection, state("b", ["cpu", "gpu"], "busy"), now=stale)
     agree(stale, {"cpu": 1, "gpu": 1})
+    later = now + heartbeat.FORGET_AFTER_S + 1  # a, silent for a day: dropped from the class
+    heartbeat.publish(connection, state("b", ["cpu", "gpu"]), now=later)
+    assert connection.zrange(heartbeat.class_key("cpu"), 0, -1) == [b"b"]
 
 
 def test_a_broken_nvml_never_stops_the_heartbeat(
