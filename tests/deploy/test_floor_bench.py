@@ -32,6 +32,7 @@ def test_a_short_floor_run_scores_every_model_on_both_sides(
     (latency,) = result["latency"]
     (burst,) = result["burst"]
     assert latency["ours"] > 0 and latency["floor"] > 0
+    assert latency["upload_cpu"] > 0 and 0 < latency["upload"] < latency["ours"]
     assert burst["ours"] > 0 and burst["floor"] > 0
     # The burst's CPU by process group: both sides' workers (and their horses) did the scoring,
     # the uploads ran in this process, and PostgreSQL worked for ours only.
