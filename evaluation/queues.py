@@ -96,6 +96,14 @@ def queue_redis(name: str) -> Redis:
     return connection
 
 
+def enqueue_in_one_round_trip(queue: Queue, func: str, *args: Any, **options: Any) -> None:
+    """``queue.enqueue(func, *args, **options)`` in one MULTI/EXEC: given no pipeline, rq
+    registers the queue in one round trip and saves and pushes the job in another."""
+    with queue.connection.pipeline() as pipe:
+        queue.enqueue(func, *args, pipeline=pipe, **options)
+        pipe.execute()
+
+
 def class_queue(device_class: str, connection: Redis | None = None) -> Queue:
     """The rq queue of one device class, on the evaluation queue's Redis."""
     connection = connection or evaluation_redis()

@@ -30,7 +30,7 @@ from rq import Queue, Retry
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
-from evaluation.queues import queue_redis
+from evaluation.queues import enqueue_in_one_round_trip, queue_redis
 from portal.accounts.selectors import notification_preference_of
 from submissions.models import Submission
 from submissions.notification_models import Notification, Webhook
@@ -97,22 +97,20 @@ def _job_pending(queue: Queue, job_id: str) -> bool:
 def notification_enqueue(*, notification_id: int, new: bool = False) -> bool:
     """Put the notification's dispatch job on the notifications queue, unless it is already
     waiting there (not asked for a ``new`` row, just committed: every evaluation records one,
-    and the look cost a work horse a round trip). The job goes in one MULTI/EXEC, not rq's two.
+    and the look cost a work horse a round trip). The job goes in one MULTI/EXEC.
     Raises RedisError when Redis is down."""
     queue = _queue()
     job_id = f"notification-{notification_id}"
     if not new and _job_pending(queue, job_id):
         return False
-    with queue.connection.pipeline() as pipe:
-        queue.enqueue(
-            "submissions.notifications.notification_dispatch",
-            notification_id,
-            job_id=job_id,
-            result_ttl=86400,
-            failure_ttl=7 * 86400,
-            pipeline=pipe,
-        )
-        pipe.execute()
+    enqueue_in_one_round_trip(
+        queue,
+        "submissions.notifications.notification_dispatch",
+        notification_id,
+        job_id=job_id,
+        result_ttl=86400,
+        failure_ttl=7 * 86400,
+    )
     return True
 
 

@@ -28,7 +28,7 @@ from evaluation import queues
 from submissions import ranking, turns
 from submissions.board_row import BOARD_PRIVATE, BOARD_PUBLIC, LeaderboardRow
 from submissions.leaderboard_models import LeaderboardEntry, LeaderboardRecord, entrant_key
-from submissions.models import Submission, Task
+from submissions.models import Submission, Task, TaskQuerySet
 from submissions.ranking_models import submission_measures, task_rule
 from submissions.task_file_models import TaskFile
 from submissions.team_models import Team, TeamMembership
@@ -36,7 +36,10 @@ from submissions.team_models import Team, TeamMembership
 
 def task_list_visible(*, user: Any) -> QuerySet[Task]:
     # pages show requires_gpu and its name, and whether the dataset was ever replaced
-    tasks = Task.objects.select_related("device_class", "current_dataset")
+    return _visible_to(Task.objects.select_related("device_class", "current_dataset"), user)
+
+
+def _visible_to(tasks: TaskQuerySet, user: Any) -> TaskQuerySet:
     return tasks if getattr(user, "is_staff", False) else tasks.visible()
 
 
@@ -48,8 +51,7 @@ def task_get_for_upload(*, slug: str, user: Any) -> Task:
     """``task_get_visible`` without the current dataset, which an upload never reads: its join
     and instance were half the read's CPU (0.7 of 1.3 ms). The device class stays: the model's
     inspection asks whether the task needs a GPU, the notice names the class."""
-    tasks = Task.objects.select_related("device_class")
-    return (tasks if getattr(user, "is_staff", False) else tasks.visible()).get(slug=slug)
+    return _visible_to(Task.objects.select_related("device_class"), user).get(slug=slug)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job, JobStatus
 
 from evaluation.inspect import ModelInfo, ModelRejected, check_file_name, inspect_model
-from evaluation.queues import class_queue, evaluation_redis
+from evaluation.queues import class_queue, enqueue_in_one_round_trip, evaluation_redis
 from evaluation.runner import EvalResult
 from evaluation.timing import TimingProtocol
 from submissions.dataset_cache import cached_copy
@@ -242,20 +242,15 @@ def new_job_id() -> str:
 
 
 def _enqueue_job(*, submission_id: int, job: _PlannedJob) -> None:
-    """One MULTI/EXEC: given no pipeline, rq registers the queue in one round trip and saves and
-    pushes the job in another."""
-    queue = class_queue(job.device_class)
-    with queue.connection.pipeline() as pipe:
-        queue.enqueue(
-            "evaluation.jobs.evaluate_submission",
-            submission_id,
-            job_id=job.job_id,
-            job_timeout=job.job_timeout,
-            result_ttl=86400,
-            failure_ttl=7 * 86400,
-            pipeline=pipe,
-        )
-        pipe.execute()
+    enqueue_in_one_round_trip(
+        class_queue(job.device_class),
+        "evaluation.jobs.evaluate_submission",
+        submission_id,
+        job_id=job.job_id,
+        job_timeout=job.job_timeout,
+        result_ttl=86400,
+        failure_ttl=7 * 86400,
+    )
 
 
 def _enqueue_on_commit(submission_id: int, job: _PlannedJob | None = None) -> None:
