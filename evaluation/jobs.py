@@ -135,6 +135,15 @@ def _evaluate(submission: Submission, name: str) -> EvalResult:
     return result
 
 
+def prepare_before_fork() -> None:
+    """In a worker, before it forks work horses: compile what each horse would otherwise compile
+    anew (the job's first read, ``services.JOB_START_READ``). Not fatal: a horse compiles it."""
+    try:
+        services.JOB_START_READ.prepare()
+    except Exception as exc:
+        log.warning("could not compile the job's first read ahead of the horses: %s", exc)
+
+
 # Set in an EvaluationWorker's work horse (``leave_boards_to_worker``): the worker refreshes the
 # boards itself once the horse has ended (``EvaluationWorker.execute_job``).
 _boards_left_to_worker = False
@@ -197,6 +206,7 @@ def _evaluate_and_save(submission_id: int) -> str:
         result=result,
         dataset_version_id=submission.task.current_dataset_id,
         drain=False,  # the worker refreshes the board after the horse (or evaluate_submission)
+        started=submission,
     )
     return "succeeded"
 

@@ -22,6 +22,7 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from django import db
 from redis import Redis
 
@@ -30,7 +31,7 @@ from evaluation.queues import evaluation_redis
 from evaluation.runner import DeviceConfig, create_session
 from evaluation.selftest import tiny_model
 from submissions import services
-from submissions.models import Submission, Task
+from submissions.models import Task
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ def warm_up(
         db.connection.ensure_connection()
         # A new PostgreSQL session reads a table's catalog entries on its first query of it
         # (about 1 ms each): read nothing, as the job's first read does, to pay for them now.
-        Submission.objects.select_related(*services.JOB_START_RELATED).filter(pk=0).first()
+        services.JOB_START_READ({"id": 0})
         task = Task.objects.filter(pk=task_id).first() if task_id is not None else None
         if task is not None and task.dataset.name:
             dataset_preload(task)
@@ -81,8 +82,11 @@ def warm_up(
     # session has been made in the process. With the worker's own options: onnxruntime's
     # defaults spin the tiny session's idle threads, which doubled the warm-up's CPU (15 ms
     # against 7 ms in a fresh fork on the 2-core box), CPU a burst's other horses need.
+    # Run once too: onnxruntime's first run in a process checks numpy's version (a regular
+    # expression compiled in every horse, about 1 ms).
     with contextlib.suppress(Exception):  # the self-test at start already judged CUDA
-        create_session(tiny_model(), device)
+        session = create_session(tiny_model(), device)
+        session.run(None, {"x": np.zeros(4, dtype=np.float32)})
 
 
 def wait_for_job(read_fd: int) -> Handover | None:

@@ -50,7 +50,7 @@ from evaluation.device import (
 )
 from evaluation.dispatch import fair_pick, submission_id_of
 from evaluation.gpu import GpuInfo, gpu_reading, host_info
-from evaluation.jobs import leave_boards_to_worker, refresh_boards
+from evaluation.jobs import leave_boards_to_worker, prepare_before_fork, refresh_boards
 from evaluation.measurement import cpu_facts
 from evaluation.queues import detected_device, queue_name, worker_classes
 from evaluation.registration import dead_registration
@@ -174,6 +174,7 @@ class EvaluationWorker(Worker):
         self.publish_heartbeat(force=True)
         # A restarted worker may have left a submission running: recover it now, not later.
         self._maybe_recover(now=True)
+        prepare_before_fork()
 
     def start_device(self) -> None:
         """Pin the GPU for CUDA, self-test it, and take a place in its memory plan.

@@ -37,6 +37,7 @@ from evaluation.inspect import ModelInfo, ModelRejected, check_file_name, inspec
 from evaluation.queues import class_queue, enqueue_in_one_round_trip, evaluation_redis
 from evaluation.runner import EvalResult
 from evaluation.timing import TimingProtocol
+from submissions.compiled import CompiledObject
 from submissions.dataset_cache import cached_copy
 from submissions.leaderboard import (
     leaderboard_drain,
@@ -296,6 +297,12 @@ def submission_enqueue(*, submission_id: int) -> None:
 
 # What a job reads with its submission: the task's spec needs the device class (requires_gpu).
 JOB_START_RELATED = ("task__current_dataset", "task__device_class")
+# A job's submission with its task: compiled by the evaluation worker before it forks its horses
+# (``CompiledObject.prepare``), which inherit the SQL instead of each compiling it again.
+JOB_START_READ = CompiledObject(
+    lambda values: Submission.objects.select_related(*JOB_START_RELATED).filter(pk=values["id"]),
+    sentinels={"id": -918_273_640},
+)
 
 
 def submission_start(*, submission_id: int, worker_name: str) -> Submission | None:
@@ -309,7 +316,7 @@ def submission_start(*, submission_id: int, worker_name: str) -> Submission | No
     )
     if not updated:
         return None
-    return Submission.objects.select_related(*JOB_START_RELATED).get(pk=submission_id)
+    return JOB_START_READ({"id": submission_id})  # None only if deleted meanwhile: skipped
 
 
 def submission_set_progress(*, submission_id: int, progress: float) -> None:
@@ -324,8 +331,11 @@ def submission_succeed(
     result: EvalResult,
     dataset_version_id: int | None = None,
     drain: bool = True,
+    started: Submission | None = None,
 ) -> bool:
     """running → succeeded with the result, in one UPDATE; a second call changes nothing.
+    ``started``: the row as ``submission_start`` gave it to the job, whose task and run (which
+    only a re-run of a final submission changes) spare a read in the transaction.
     ``dataset_version_id``: the version the job loaded (None: the task had none), which decides
     whether the result is on the board. The leaderboard's read models follow right after the
     commit, in a transaction of their own (``leaderboard.leaderboard_drain``): the score is the
@@ -361,12 +371,14 @@ def submission_succeed(
             batch_latencies_ms=result.batch_latencies_ms,
         )
         if changed:
-            row = Submission.objects.values("task_id", "runs").get(pk=submission_id)
-            task_id = row["task_id"]
+            if started is not None and started.pk == submission_id:
+                task_id, run = started.task_id, started.runs
+            else:
+                task_id, run = Submission.objects.values_list("task_id", "runs").get(
+                    pk=submission_id
+                )
             leaderboard_result_pending(task_id=task_id, submission_id=submission_id)
-            notification_record(
-                submission_id=submission_id, status=Status.SUCCEEDED, run=row["runs"]
-            )
+            notification_record(submission_id=submission_id, status=Status.SUCCEEDED, run=run)
     if task_id is not None and drain:
         leaderboard_drain(task_id=task_id)
     return bool(changed)

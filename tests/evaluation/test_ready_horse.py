@@ -153,3 +153,14 @@ def test_a_ready_horse_found_dead_at_the_hand_over_is_replaced_and_the_new_horse
     assert len(set(busy)) == 2
     last_busy = max(i for i, (state, _) in enumerate(published) if state == "busy")
     assert published[last_busy + 1] == ("idle", None)  # the job over: no horse is named
+
+
+@pytest.mark.django_db
+def test_the_worker_compiles_the_jobs_first_read_before_it_forks_its_horses(
+    run_worker: Any,
+) -> None:
+    """Each horse inherits the SQL of the job's first read (``services.JOB_START_READ``) instead
+    of compiling it: the worker compiles it once at start."""
+    services.JOB_START_READ._statements.clear()
+    run_worker()  # an empty queue: it starts, forks its ready horse, and stops
+    assert services.JOB_START_READ._statements, "the worker left its horses to compile it"

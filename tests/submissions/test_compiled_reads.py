@@ -146,3 +146,92 @@ def test_the_fair_order_read_gives_what_the_orm_gives_for_any_classes(
             assert next_candidates(classes=classes, limit=limit) == expected
             queued = {"cpu": 6, "gpu": 3, "other": 0}
             assert len(expected) == min(limit, sum(queued[name] for name in classes))
+
+
+def _fields(instance: Any) -> dict[str, Any]:
+    return {f.attname: getattr(instance, f.attname) for f in instance._meta.concrete_fields}
+
+
+def test_a_compiled_object_is_the_instance_the_orm_gives_with_its_related_objects(
+    alice: Any, make_task: Any
+) -> None:
+    from submissions.dataset_services import task_dataset_replace
+    from submissions.services import JOB_START_READ, JOB_START_RELATED
+
+    task = make_task(requires_gpu=True, leaderboard_frozen_at=timezone.now())
+    task_dataset_replace(task_id=task.pk)  # a current dataset version to join
+    scored = stored(
+        task,
+        alice,
+        status=Status.SUCCEEDED,
+        score=0.5,
+        metrics={"accuracy": 0.5},
+        batch_latencies_ms=[1.5, 2.0],
+        finished_at=timezone.now(),
+    )
+    bare = stored(make_task(slug="bare"), alice)  # no dataset version: a null join
+
+    for submission in (scored, bare):
+        orm = Submission.objects.select_related(*JOB_START_RELATED).get(pk=submission.pk)
+        with CaptureQueriesContext(connection) as queries:
+            compiled = JOB_START_READ({"id": submission.pk})
+            # The related objects came with it, as select_related brings them: no query here.
+            pairs = [
+                (compiled, orm),
+                (compiled.task, orm.task),
+                (compiled.task.device_class, orm.task.device_class),
+                (compiled.task.current_dataset, orm.task.current_dataset),
+            ]
+        assert len(queries) == 1
+        for mine, django in pairs:
+            if django is None:
+                assert mine is None
+                continue
+            assert type(mine) is type(django)
+            assert _fields(mine) == _fields(django)
+            assert not mine._state.adding and mine._state.db == django._state.db
+    assert JOB_START_READ({"id": scored.pk}).metrics == {"accuracy": 0.5}  # JSON decoded
+    assert JOB_START_READ({"id": 10**9}) is None
+
+
+def test_a_compiled_object_compiles_without_a_query_and_refuses_what_it_cannot_bind(
+    alice: Any, make_task: Any
+) -> None:
+    from submissions.compiled import CompiledObject
+
+    task = make_task()
+    read = CompiledObject(
+        lambda values: Submission.objects.filter(task_id=values["task"]),
+        sentinels={"task": -918_273_652},
+    )
+    with CaptureQueriesContext(connection) as queries:
+        read.prepare()  # as a worker does before it forks its horses
+    assert len(queries) == 0
+    assert read({"task": task.pk}) is None
+    stored(task, alice)
+    assert read({"task": task.pk}).task_id == task.pk
+    stored(task, alice)
+    with pytest.raises(RuntimeError, match="more than one row"):
+        read({"task": task.pk})
+    derived = CompiledObject(
+        lambda values: Submission.objects.filter(original_name__icontains=values["name"]),
+        sentinels={"name": "sentinel name"},
+    )
+    with pytest.raises(RuntimeError, match="follows the values but is none of them"):
+        derived.prepare()
+
+
+def test_the_upload_reads_a_hidden_task_for_staff_only(
+    alice: Any, operator: Any, make_task: Any
+) -> None:
+    from submissions.models import Task
+    from submissions.selectors import task_get_for_upload
+
+    hidden = make_task(slug="hidden", is_hidden=True)
+    open_task = make_task(slug="open")
+    assert task_get_for_upload(slug="open", user=alice).pk == open_task.pk
+    assert task_get_for_upload(slug="hidden", user=operator).pk == hidden.pk
+    with pytest.raises(Task.DoesNotExist):
+        task_get_for_upload(slug="hidden", user=alice)
+    with pytest.raises(Task.DoesNotExist):
+        task_get_for_upload(slug="no-such-task", user=operator)

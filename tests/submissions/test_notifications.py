@@ -21,6 +21,7 @@ from evaluation import recovery
 from evaluation.queues import evaluation_redis
 from evaluation.worker import worker_command
 from portal.accounts.models import NotificationPreference
+from submissions.leaderboard_models import LeaderboardPending
 from submissions.models import Notification, Submission, Webhook, WebhookDelivery
 from submissions.notifications import notification_dispatch
 from submissions.services import (
@@ -146,6 +147,40 @@ def test_a_rerun_that_reaches_a_final_status_again_is_a_new_notification(
         (2, "failed"),
     ]
     assert len(mail.outbox) == 2 and "Failed again." in mail.outbox[1].body
+
+
+def test_a_work_horses_success_records_the_run_it_started_without_reading_it_again(
+    make_task: Any, carol: Any, notifications_queue: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """The horse passes the row submission_start gave it: the success's notification and board
+    refresh (left pending here, as a horse leaves it to its worker) carry that row's run and
+    task, with one read fewer in the transaction."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    submission = running(make_task(), carol)
+    fail(submission, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=False):
+        assert submission_rerun(submission_id=submission.pk)
+    started = submission_start(submission_id=submission.pk, worker_name="w")
+    assert started is not None and started.runs == 2
+    with CaptureQueriesContext(connection) as with_row, django_capture_on_commit_callbacks():
+        submission_succeed(
+            submission_id=submission.pk, result=result(0.8), started=started, drain=False
+        )
+    run_notifier(notifications_queue)
+    assert list(Notification.objects.order_by("run").values_list("run", "status")) == [
+        (1, "failed"),
+        (2, "succeeded"),
+    ]
+    assert LeaderboardPending.objects.filter(
+        task_id=started.task_id, submission_id=submission.pk
+    ).exists()
+
+    other = running(make_task(slug="other"), carol)
+    with CaptureQueriesContext(connection) as without, django_capture_on_commit_callbacks():
+        submission_succeed(submission_id=other.pk, result=result(0.8), drain=False)
+    assert len(with_row) == len(without) - 1
 
 
 def test_the_webhook_gets_a_signed_slack_compatible_body_and_the_attempt_is_logged(
