@@ -368,18 +368,16 @@ class EvaluationWorker(Worker):
             ready_horse.stop(ready)
             return False
         self._horse_pid = ready.pid  # before anything can ask to kill "the horse"
+        self.fleet_state.horse_pid = ready.pid  # announced with the claim, before the job starts
         execution = self.prepare_execution(job)
         handover = ready_horse.Handover(job.id, queue.name, execution.id)
         try:
             os.write(ready.write_fd, handover.encode())
         except OSError:  # it died just now: fork as rq does, for the same execution
             ready_horse.stop(ready)
-            self.fork_work_horse(job, queue)
+            self.fork_work_horse(job, queue)  # announces the new horse
         else:
             os.close(ready.write_fd)
-            if self.fleet_state.horse_pid != ready.pid:  # execute_job published it already
-                self.fleet_state.horse_pid = ready.pid
-                self.publish_heartbeat(force=True)
         self.monitor_work_horse(job, queue, execution)
         self.set_state(WorkerStatus.IDLE)
         return True
@@ -396,9 +394,7 @@ class EvaluationWorker(Worker):
         self.fleet_state.state = "busy"
         self.fleet_state.submission_id = submission_id
         self.fleet_state.busy_since = time.time()
-        if self._ready is not None:  # the horse it goes to, unless that one died meanwhile
-            self.fleet_state.horse_pid = self._ready.pid
-        self.publish_heartbeat(force=True)  # before the horse starts: recovery sees the claim
+        # Published with rq's preparation, before the horse starts (``prepare_execution``).
         try:
             if not self._hand_to_ready_horse(job, queue):
                 super().execute_job(job, queue)
@@ -413,6 +409,21 @@ class EvaluationWorker(Worker):
                 # The board refreshes the job owed, its horse's result or a dead horse's: here,
                 # where the queries are compiled and the tables' catalogs read already.
                 refresh_boards(job.connection, job.origin)
+
+    def prepare_execution(self, job: Job) -> Execution:
+        """rq's preparation of the job (rq.executions.prepare_execution: the execution, the busy
+        state) and this worker's claim on it (its fleet state, busy with the submission) in one
+        MULTI/EXEC, before the horse starts, so recovery sees the claim: one round trip on
+        every job's way to its horse instead of two."""
+        with self.connection.pipeline() as pipeline:
+            execution = Execution.create(
+                job, self.get_heartbeat_ttl(job), pipeline=pipeline, worker_name=self.name
+            )
+            self.executions[execution.id] = execution
+            self.set_state(WorkerStatus.BUSY, pipeline=pipeline)
+            heartbeat.publish_into(pipeline, self.fleet_state, with_sample=self._sample_now())
+            pipeline.execute()
+        return execution
 
     def _count_outcome(self, job: Job, submission_id: int | None) -> None:
         """Count evaluations this worker finished; a duplicate job that found its submission
@@ -485,14 +496,10 @@ class EvaluationWorker(Worker):
     def publish_heartbeat(self, *, force: bool = False, with_sample: bool = True) -> None:
         """Publish state and stats; never lets a stats or Redis hiccup stop the worker."""
         interval = settings.EVAL_HEARTBEAT_INTERVAL_S
-        now = time.monotonic()
-        if not force and now - self._last_publish < interval * 0.8:
+        if not force and time.monotonic() - self._last_publish < interval * 0.8:
             return
-        sample = with_sample and (now - self._last_publish >= interval * 0.8)
-        self._last_publish = now
         try:
-            if sample:  # a state change between samples (a job's start and end) keeps the stats
-                self._refresh_stats()
+            sample = self._sample_now(wanted=with_sample)
             heartbeat.publish(self.connection, self.fleet_state, with_sample=sample)
         except StopRequested:
             raise
@@ -500,6 +507,22 @@ class EvaluationWorker(Worker):
             log.exception("worker %s could not publish its heartbeat", self.name)
         if self.fleet_state.state != "stopped":
             self._maybe_recover()
+
+    def _sample_now(self, *, wanted: bool = True) -> bool:
+        """Whether a publish now is also a sample (one per interval; a state change between
+        samples, a job's start and end, keeps the stats), the stats refreshed if so. Counts as
+        the publish (the next one waits an interval)."""
+        now = time.monotonic()
+        sample = wanted and now - self._last_publish >= settings.EVAL_HEARTBEAT_INTERVAL_S * 0.8
+        self._last_publish = now
+        if sample:
+            try:
+                self._refresh_stats()
+            except StopRequested:
+                raise
+            except Exception:  # NVML or /proc trouble: publish the state without new stats
+                log.exception("worker %s could not read its stats", self.name)
+        return sample
 
     def _refresh_stats(self) -> None:
         reading = gpu_reading(*nvml_target())

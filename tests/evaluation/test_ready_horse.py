@@ -14,6 +14,7 @@ import psutil
 import pytest
 from django.db import connection
 
+from evaluation import heartbeat
 from evaluation.worker import EvaluationWorker
 from submissions import services
 from submissions.models import Submission
@@ -113,21 +114,23 @@ def test_the_worker_keeps_its_database_connection_while_its_horses_use_their_own
 
 @pytest.mark.django_db(transaction=True)
 def test_a_ready_horse_found_dead_at_the_hand_over_is_replaced_and_the_new_horse_announced(
-    queue: Any, alice: Any, make_task: Any, settings: Any
+    queue: Any, alice: Any, make_task: Any, settings: Any, monkeypatch: Any
 ) -> None:
-    """execute_job announces the ready horse's pid before the hand-over finds it dead; the horse
-    rq then forks for the same job is announced in its place, and the job runs in it."""
+    """A ready horse found dead at the hand-over is never announced: the worker's claim goes
+    out without a horse (with rq's preparation), then the horse rq forks for the same job is
+    announced, and the job runs in it."""
     settings.EVAL_READY_HORSE = True
     task = make_task(submissions_per_day=10)
     submission = submit(alice, task, fast_model())
     worker = EvaluationWorker([queue], connection=queue.connection, name="ready-dead")
     published: list[tuple[str, int | None]] = []
     killed: list[int] = []
-    publish, execute_job = worker.publish_heartbeat, worker.execute_job
+    execute_job = worker.execute_job
+    publish_into = heartbeat.publish_into
 
-    def recording_publish(**kwargs: Any) -> None:
-        published.append((worker.fleet_state.state, worker.fleet_state.horse_pid))
-        publish(**kwargs)
+    def recording_publish_into(pipe: Any, state: Any, **kwargs: Any) -> None:
+        published.append((state.state, state.horse_pid))
+        publish_into(pipe, state, **kwargs)
 
     def execute_job_after_the_ready_horse_died(job: Any, job_queue: Any) -> None:
         ready = worker._ready
@@ -141,15 +144,16 @@ def test_a_ready_horse_found_dead_at_the_hand_over_is_replaced_and_the_new_horse
         published.clear()
         execute_job(job, job_queue)
 
-    worker.publish_heartbeat = recording_publish  # type: ignore[method-assign]
+    monkeypatch.setattr(heartbeat, "publish_into", recording_publish_into)
     worker.execute_job = execute_job_after_the_ready_horse_died  # type: ignore[method-assign,assignment]
     worker.work(burst=True, with_scheduler=False)
 
     assert row(submission).status == Submission.Status.SUCCEEDED
     [dead] = killed
     busy = [pid for state, pid in published if state == "busy"]
-    assert busy[0] == dead  # announced before the hand-over looked at it
-    assert busy[-1] not in (dead, None) and horse_gone(busy[-1])  # then rq's fork, which ran it
+    assert dead not in busy
+    assert busy[0] is None  # the claim, before any horse has the job
+    assert busy[-1] is not None and horse_gone(busy[-1])  # then rq's fork, which ran it
     assert len(set(busy)) == 2
     last_busy = max(i for i, (state, _) in enumerate(published) if state == "busy")
     assert published[last_busy + 1] == ("idle", None)  # the job over: no horse is named

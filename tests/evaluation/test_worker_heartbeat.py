@@ -288,3 +288,63 @@ def test_a_heartbeat_replaces_the_workers_state_in_one_transaction(
 
     assert [name for name, _ in seen][:2] == ["DEL", "HSET"]
     assert all(inside for _, inside in seen), seen
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_workers_claim_on_a_job_goes_with_rqs_preparation_in_one_transaction(
+    run_worker: Any, make_task: Any, alice: Any, queue: Any
+) -> None:
+    """Before the horse starts, the worker's fleet state says busy with the submission (what
+    recovery reads) in the same MULTI/EXEC as rq's own busy state and execution: one round
+    trip, not two. Read from Redis's MONITOR, by client connection."""
+    import threading
+
+    import redis
+    from django.conf import settings as django_settings
+
+    submission = submission_create(user=alice, task=make_task(), upload=onnx_upload(fast_model()))
+    watcher = redis.Redis.from_url(django_settings.REDIS_URL, socket_timeout=30)
+    commands: list[tuple[str, str]] = []  # (client, command)
+    monitoring = threading.Event()
+
+    def watch() -> None:
+        with watcher.monitor() as monitor:
+            monitoring.set()
+            while True:
+                seen = monitor.next_command()
+                if seen["command"] == "ECHO end-of-test":
+                    return
+                client = f"{seen['client_address']}:{seen['client_port']}"
+                commands.append((client, seen["command"]))
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    assert monitoring.wait(10)
+    worker = run_worker()
+    redis.Redis.from_url(django_settings.REDIS_URL).echo("end-of-test")
+    thread.join(30)
+
+    blocks: list[list[str]] = []  # each client's MULTI ... EXEC
+    open_blocks: dict[str, list[str]] = {}
+    for client, command in commands:
+        if command == "MULTI":
+            open_blocks[client] = []
+        elif command == "EXEC" and client in open_blocks:
+            blocks.append(open_blocks.pop(client))
+        elif client in open_blocks:
+            open_blocks[client].append(command)
+    fleet_key = heartbeat.worker_key(worker.name)
+    busy_claims = [
+        block
+        for block in blocks
+        if any(
+            c.startswith(f"HSET {fleet_key} ")
+            and f"submission_id {submission.pk} " in c
+            and 'state "busy"' in c
+            for c in block
+        )
+    ]
+    assert busy_claims, "the worker never published its claim on the submission"
+    for block in busy_claims:  # every claim went with rq's busy state and its execution
+        assert any(c == f"HSET rq:worker:{worker.name} state busy" for c in block)
+        assert any("rq:execution" in c for c in block)
