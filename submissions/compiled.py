@@ -229,8 +229,13 @@ class CompiledObject:
     ``Model.from_db``, the related objects set as ``select_related`` sets them. Capturing needs
     no query, so a process can ``prepare`` before it forks and its children inherit the SQL:
     the evaluation worker does, for its work horses, each of which read the job's submission
-    with its task (4 models, ~110 columns), which Django compiled anew in every horse (about
-    3 of the 7 ms between a job's start and its first batch on the 2-core box)."""
+    with its task (4 models, 106 columns), which Django compiled anew in every horse: of the
+    7.4 ms from a job's start to its row in hand, about 3 were PostgreSQL's, most of the rest
+    that compilation (traced on the 2-core box; 5.4 ms after)."""
+
+    def is_prepared(self) -> bool:
+        """Whether the statement for the default database is compiled in this process."""
+        return (connection.vendor, connection.alias) in self._statements
 
     def __init__(self, queryset: Callable[[Values], QuerySet[Any]], sentinels: Values) -> None:
         self._queryset = queryset

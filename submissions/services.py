@@ -173,7 +173,7 @@ def _user_lock_orm(values: Mapping[str, Any], shape: Hashable) -> Any:
 
 
 # The uploader's row, locked for the upload's transaction: compiled once per process; the lock
-# needs no instance (Django compiling the user's columns and making one was ~1 ms per upload).
+# needs no instance, which Django compiled the user's columns for and built on every upload.
 _USER_LOCK = CompiledRead(_user_lock_orm, sentinels={"user": -918_273_639})
 
 

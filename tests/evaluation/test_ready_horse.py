@@ -165,6 +165,7 @@ def test_the_worker_compiles_the_jobs_first_read_before_it_forks_its_horses(
 ) -> None:
     """Each horse inherits the SQL of the job's first read (``services.JOB_START_READ``) instead
     of compiling it: the worker compiles it once at start."""
-    services.JOB_START_READ._statements.clear()
+    services.JOB_START_READ._statements.clear()  # as in a process that never compiled it
+    assert not services.JOB_START_READ.is_prepared()
     run_worker()  # an empty queue: it starts, forks its ready horse, and stops
-    assert services.JOB_START_READ._statements, "the worker left its horses to compile it"
+    assert services.JOB_START_READ.is_prepared(), "the worker left its horses to compile it"

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from typing import Any
 
 import onnxruntime as ort
 import pytest
+import redis
+from django.conf import settings as django_settings
 from rq.exceptions import StopRequested
 
 from evaluation import heartbeat
@@ -297,11 +300,6 @@ def test_the_workers_claim_on_a_job_goes_with_rqs_preparation_in_one_transaction
     """Before the horse starts, the worker's fleet state says busy with the submission (what
     recovery reads) in the same MULTI/EXEC as rq's own busy state and execution: one round
     trip, not two. Read from Redis's MONITOR, by client connection."""
-    import threading
-
-    import redis
-    from django.conf import settings as django_settings
-
     submission = submission_create(user=alice, task=make_task(), upload=onnx_upload(fast_model()))
     watcher = redis.Redis.from_url(django_settings.REDIS_URL, socket_timeout=30)
     commands: list[tuple[str, str]] = []  # (client, command)
