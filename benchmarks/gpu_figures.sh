@@ -8,10 +8,10 @@
 #   sh benchmarks/gpu_figures.sh            # PYTHON=python3 by default
 #
 # Steps: the GPU acceptance check (`manage.py gpu_check --require-gpu`); the timing protocol on
-# CUDA for the digits and the conv model (`benchmarks.timing_bench --cuda`); session creation in
-# a fresh and a ready work horse on CUDA (`benchmarks.session_creation --cuda`); and the whole
-# path end to end: `seed_demo` queues the demo baselines, one real EvaluationWorker on CUDA
-# evaluates them in burst mode, and the rows are read back (provider, device, score, p50).
+# CUDA for the digits and the conv model (`benchmarks.timing_bench --cuda`); session creation and
+# first run in a fresh and a ready work horse on CUDA (`benchmarks.session_creation --cuda`); and
+# the whole path end to end: `seed_demo` queues the demo baselines, one real EvaluationWorker on
+# CUDA evaluates them in burst mode, and the rows are read back (provider, device, score, p50).
 set -u
 PY=${PYTHON:-python3}
 OUT=${OUT:-var/gpu-figures}
