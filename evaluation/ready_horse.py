@@ -4,11 +4,11 @@ rq forks the horse only once it holds a job, so every evaluation used to pay for
 PostgreSQL connection, reading the dataset and (on a GPU) initialising CUDA before its first batch.
 A ready horse pays for them while the worker waits: it opens its database connection, loads the
 dataset of the task its worker ran last, creates a tiny session (onnxruntime's set-up; on a GPU
-the CUDA context, only in the horse, never in the worker), then blocks on a pipe. The worker
-writes one line there: the job, its queue and its rq execution. The horse then runs rq's own
-``main_work_horse`` for that job and exits, exactly as a freshly forked one: one model per
-process, the memory limit, the time limits, death with the worker, the crash retry and the
-cancel all stay per model. A job for another task finds no preloaded dataset and reads its own,
+the CUDA context, cuBLAS and cuDNN, only in the horse, never in the worker), then blocks on a
+pipe. The worker writes one line there: the job, its queue and its rq execution. The horse then
+runs rq's own ``main_work_horse`` for that job and exits, exactly as a freshly forked one: one
+model per process, the memory limit, the time limits, death with the worker, the crash retry and
+the cancel all stay per model. A job for another task finds no preloaded dataset and reads its own,
 as a fresh horse would. An end of file on the pipe (the worker stopped or replaced it) ends the
 horse without a job.
 """
@@ -16,6 +16,7 @@ horse without a job.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django import db
+from onnx import TensorProto, helper, numpy_helper
 from redis import Redis
 
 from evaluation.jobs import dataset_preload
@@ -84,9 +86,82 @@ def warm_up(
     # against 7 ms in a fresh fork on the 2-core box), CPU a burst's other horses need.
     # Run once too: onnxruntime's first run in a process checks numpy's version (a regular
     # expression compiled in every horse, about 1 ms).
+    model, inputs = warm_up_model(device)
     with contextlib.suppress(Exception):  # the self-test at start already judged CUDA
-        session = create_session(tiny_model(), device)
-        session.run(None, {"x": np.zeros(4, dtype=np.float32)})
+        session = create_session(model, device)
+        session.run(None, {"x": inputs})
+
+
+def warm_up_model(device: DeviceConfig) -> tuple[bytes, np.ndarray]:
+    """The model a ready horse runs once while it waits, and its input.
+
+    On CUDA a submission's first run used to pay for loading cuBLAS and cuDNN and their kernels
+    in its horse, even in a ready one that had run ``tiny_model``'s Add: on an H100 (26 Nov 2026,
+    medians of 4 forks, `docs/benchmarks.md`) the digits model's first run took 60.7 ms after
+    that warm-up and the depth conv model's 160 ms; after that warm-up and one run of
+    ``library_warm_model``, 1.7 and 26.7 ms (the depth model's 14.7 ms once the same model had run
+    in the process: cuDNN's algorithm search, which is per session). The horse now runs
+    ``library_warm_model`` alone, without the Add before it: not re-measured on a GPU. On CPU
+    nothing of the kind is loaded, so a CPU horse keeps the Add, which costs a burst less CPU.
+    """
+    if device.use_cuda:
+        return library_warm_model(), np.zeros(LIBRARY_WARM_INPUT, dtype=np.float32)
+    return tiny_model(), np.zeros(4, dtype=np.float32)
+
+
+LIBRARY_WARM_INPUT = (4, 3, 64, 64)
+
+
+@functools.cache
+def library_warm_model() -> bytes:
+    """x [4, 3, 64, 64] -> Conv 3x3 (8) -> Conv 3x3 (8) -> Conv 1x1 (1) -> Clip -> Flatten ->
+    MatMul -> Gemm -> y [4, 4]: the operators whose first run in a process loads a GPU library
+    (cuDNN's convolutions with a bias, cuBLAS's matrix products), at shapes that make the
+    libraries load the kernels the demo models use. The first choice, one 3x3 convolution without
+    a bias on one 8x8 image and the products on one row, left the depth model's first run at
+    120 ms and the digits model's at 14.4 ms on the H100 (which kernels load depends on the
+    shapes; why exactly these was not established)."""
+    batch, channels, height, width = LIBRARY_WARM_INPUT
+    nodes = []
+    initializers = []
+    previous, depth = "x", channels
+    for index, (out, kernel) in enumerate(((8, 3), (8, 3), (1, 1))):
+        weight = np.full((out, depth, kernel, kernel), 0.01, dtype=np.float32)
+        initializers += [
+            numpy_helper.from_array(weight, f"weight{index}"),
+            numpy_helper.from_array(np.zeros(out, dtype=np.float32), f"bias{index}"),
+        ]
+        nodes.append(
+            helper.make_node(
+                "Conv",
+                [previous, f"weight{index}", f"bias{index}"],
+                [f"conv{index}"],
+                pads=[kernel // 2] * 4,
+            )
+        )
+        previous, depth = f"conv{index}", out
+    initializers += [
+        numpy_helper.from_array(np.array(0.0, dtype=np.float32), "floor"),
+        numpy_helper.from_array(np.full((height * width, 16), 0.01, dtype=np.float32), "project"),
+        numpy_helper.from_array(np.full((16, 4), 0.01, dtype=np.float32), "classify"),
+        numpy_helper.from_array(np.zeros(4, dtype=np.float32), "offset"),
+    ]
+    nodes += [
+        helper.make_node("Clip", [previous, "floor"], ["clipped"]),
+        helper.make_node("Flatten", ["clipped"], ["flat"], axis=1),
+        helper.make_node("MatMul", ["flat", "project"], ["projected"]),
+        helper.make_node("Gemm", ["projected", "classify", "offset"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "library-warm-up",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(LIBRARY_WARM_INPUT))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 4])],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
 
 
 def wait_for_job(read_fd: int) -> Handover | None:
