@@ -17,7 +17,7 @@ from evaluation.gpu import gpu_info
 from evaluation.limits import added_memory_limit, address_space_bytes
 from evaluation.metrics import compute_family
 from evaluation.runner import (
-    _SUM_SCREEN_FROM,
+    _SCREEN_FROM,
     CPU,
     CUDA,
     CUDA_NOT_ACTIVE,
@@ -26,6 +26,7 @@ from evaluation.runner import (
     DeviceUnavailable,
     EvaluationError,
     _check_finite,
+    _screened_finite,
     create_session,
     evaluate,
     out_of_memory_error,
@@ -266,32 +267,53 @@ def test_nan_in_a_later_batch_names_that_batch() -> None:
     assert str(caught.value) == "The model's output contains NaN or infinity (batch 3)."
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
-@pytest.mark.parametrize("columns", [10, 1 << 14], ids=["mask", "sum-screen"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("columns", [10, 1 << 14], ids=["mask", "screen"])
 def test_huge_finite_outputs_are_not_taken_for_infinity(dtype: Any, columns: int) -> None:
-    # Their sum overflows to infinity; the exact check behind the screen still accepts them.
+    # Their sum and their dot product overflow to infinity; the exact check behind the screen
+    # still accepts them.
     preds = np.full((64, columns), np.finfo(dtype).max / 2, dtype)
-    assert (preds.size >= _SUM_SCREEN_FROM) == (columns > 10)
+    assert (preds.size >= _SCREEN_FROM) == (columns > 10)
     with np.errstate(over="ignore"):
         assert not np.isfinite(np.add.reduce(preds, axis=None))
+        assert not np.isfinite(np.dot(preds.reshape(-1), preds.reshape(-1)))
     _check_finite(preds, batch_size=16)
     preds[50, 3] = np.inf
     with pytest.raises(EvaluationError, match=r"NaN or infinity \(batch 4\)"):
         _check_finite(preds, batch_size=16)
 
 
-@pytest.mark.parametrize("columns", [2, 1 << 18], ids=["mask", "sum-screen"])
-def test_nan_and_opposite_infinities_are_caught_by_either_screen(columns: int) -> None:
-    preds = np.zeros((8, columns), np.float32)
+@pytest.mark.parametrize(
+    ("columns", "dtype", "order"),
+    [
+        (2, np.float32, "C"),
+        (1 << 18, np.float32, "C"),  # the dot product
+        (1 << 18, np.float64, "C"),  # the dot product
+        (1 << 18, np.float32, "F"),  # not contiguous row by row: the sum
+        (1 << 18, np.float16, "C"),  # no BLAS for half floats: the sum
+    ],
+    ids=["mask", "dot-float32", "dot-float64", "sum-fortran-order", "sum-float16"],
+)
+def test_nan_and_opposite_infinities_are_caught_by_every_screen(
+    columns: int, dtype: Any, order: str
+) -> None:
+    preds = np.zeros((8, columns), dtype, order=order)
+    screened = preds.size >= _SCREEN_FROM
     preds[5, 1] = np.nan
     with pytest.raises(EvaluationError, match=r"\(batch 2\)"):
         _check_finite(preds, batch_size=4)
+    assert not (screened and _screened_finite(preds))
     preds[5, 1] = 0.0
     preds[1, :2] = [np.inf, -np.inf]  # their sum is NaN: caught all the same
     with pytest.raises(EvaluationError, match=r"\(batch 1\)"):
         _check_finite(preds, batch_size=4)
+    preds[1, :2] = [0.0, -np.inf]
+    with pytest.raises(EvaluationError, match=r"\(batch 1\)"):
+        _check_finite(preds, batch_size=4)
+    assert not (screened and _screened_finite(preds))
     preds[1, :2] = 0.0
     _check_finite(preds, batch_size=4)
+    assert not screened or _screened_finite(preds)  # finite values pass the screen itself
 
 
 def test_memory_bomb_fails_with_a_plain_message_under_the_memory_limit() -> None:
