@@ -7,6 +7,9 @@
 #
 #   sh benchmarks/gpu_figures.sh            # PYTHON=python3 by default
 #
+# On a host without network, set up first with benchmarks/gpu_bundle.sh and gpu_host_setup.sh
+# (docs/development.md, "GPU figures on a host without network").
+#
 # Steps: the GPU acceptance check (`manage.py gpu_check --require-gpu`); the timing protocol on
 # CUDA for the digits and the conv model (`benchmarks.timing_bench --cuda`); session creation and
 # first run in a fresh and a ready work horse on CUDA (`benchmarks.session_creation --cuda`); and
