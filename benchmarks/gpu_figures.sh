@@ -14,7 +14,9 @@
 # CUDA for the digits and the conv model (`benchmarks.timing_bench --cuda`); session creation and
 # first run in a fresh and a ready work horse on CUDA (`benchmarks.session_creation --cuda`); and
 # the whole path end to end: `seed_demo` queues the demo baselines, one real EvaluationWorker on
-# CUDA evaluates them in burst mode, and the rows are read back (provider, device, score, p50).
+# CUDA evaluates them in burst mode, and the rows are read back (provider, device, score, p50,
+# seconds from start to finish, peak memory: on a GPU the horse's device memory, CUDA context
+# included).
 set -u
 PY=${PYTHON:-python3}
 OUT=${OUT:-var/gpu-figures}
@@ -57,5 +59,5 @@ from submissions.models import Submission
 for s in Submission.objects.select_related('task').order_by('task__slug', 'id'):
     print(s.task.slug, s.original_name, s.status, s.provider, s.device_name, s.score,
           s.latency_p50_ms, (s.finished_at - s.started_at).total_seconds() if s.finished_at
-          and s.started_at else None, s.error_message[:300])
+          and s.started_at else None, s.peak_memory_bytes, s.error_message[:300])
 \""
