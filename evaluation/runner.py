@@ -411,12 +411,14 @@ def _screened_finite(preds: np.ndarray) -> bool:
     """True when one reduction proves every value finite; False means "look closer", not
     "not finite": finite values can overflow it.
 
-    NaN and infinities carry through both screens (inf - inf and inf * 0 are NaN). float32 and
-    float64 use the dot product of the values with themselves (BLAS: one read, vectorised, no
-    allocation); other floats their sum. On the depth model's 26 MB of predictions the dot
-    product took 0.56-0.70 ms against the sum's 1.09-1.21 ms on the 2-core development box
-    (medians of 40, one and two BLAS threads); the sum had itself replaced ``np.isfinite``'s
-    mask (1.8-2.1 -> 1.5-1.75 ms in a fresh process there, 3.6 -> 3.3 ms on an H200 host)."""
+    NaN and infinities carry through both screens: in the dot product every term is a square, so
+    an infinity stays one; in the sum, opposite infinities make NaN. float32 and float64 use the
+    dot product of the values with themselves (BLAS: one read, vectorised, no allocation); other
+    floats, and arrays not contiguous row by row, their sum. On the depth model's 26 MB of
+    predictions the dot product took 0.56-0.70 ms against the sum's 1.09-1.21 ms on the 2-core
+    development box (medians of 40, one and two BLAS threads); the sum had itself replaced
+    ``np.isfinite``'s mask (1.8-2.1 -> 1.5-1.75 ms in a fresh process there, 3.6 -> 3.3 ms on
+    an H200 host)."""
     with np.errstate(over="ignore", invalid="ignore"):
         if preds.dtype in _DOT_SCREENED and preds.flags.c_contiguous:
             flat = preds.reshape(-1)
