@@ -21,17 +21,21 @@ import logging
 import os
 import signal
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import numpy as np
 from django import db
+from django.conf import settings
 from onnx import TensorProto, helper, numpy_helper
 from redis import Redis
 
 from evaluation.jobs import dataset_preload
+from evaluation.measurement import Measurement
 from evaluation.queues import evaluation_redis
 from evaluation.runner import DeviceConfig, create_session
 from evaluation.selftest import tiny_model
+from evaluation.timing import ScoringGate, scoring_alone
 from submissions import services
 from submissions.models import Task
 
@@ -89,7 +93,24 @@ def warm_up(
     model, inputs = warm_up_model(device)
     with contextlib.suppress(Exception):  # the self-test at start already judged CUDA
         session = create_session(model, device)
-        session.run(None, {"x": inputs})
+        with _turn_on_device(device) as turn:
+            if turn.due():
+                turn.give_way(settings.EVAL_TIMING_LOCK_WAIT_S)
+            session.run(None, {"x": inputs})
+
+
+def _turn_on_device(device: DeviceConfig) -> AbstractContextManager[ScoringGate]:
+    """On a GPU the warm-up model's run (cuDNN's algorithm search, cuBLAS's first products: tens
+    of milliseconds of kernels) is a reader of the device's timing lock, as a scoring phase is:
+    it waits while another worker's timing holds or waits for the GPU, and a timing that starts
+    meanwhile waits for it. The CPU's tiny Add disturbs nobody and takes no turn."""
+    if not device.use_cuda:
+        return scoring_alone()
+    try:  # NVML names the device's lock; Redis failing is handled by the turn itself
+        return Measurement(device, lock_wait_s=settings.EVAL_TIMING_LOCK_WAIT_S).scoring()
+    except Exception as exc:
+        log.warning("ready work horse: warm-up without a turn on the device (%s)", exc)
+        return scoring_alone()
 
 
 def warm_up_model(device: DeviceConfig) -> tuple[bytes, np.ndarray]:

@@ -1,19 +1,28 @@
 """What a ready work horse runs while it waits (evaluation.ready_horse.warm_up_model): on CUDA a
 model whose operators load cuBLAS and cuDNN, so a submission's first run does not (measured on an
-H100: docs/benchmarks.md); on CPU the tiny Add. This machine has no GPU: the model is checked and
-run here on CPU, its effect on a GPU only measured there."""
+H100: docs/benchmarks.md), run as a reader of the GPU's timing lock; on CPU the tiny Add. This
+machine has no GPU: the model is checked and run here on CPU, its effect on a GPU only measured
+there."""
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import onnx
+import pytest
 
 from evaluation.device import device_config
-from evaluation.ready_horse import library_warm_model, warm_up_model
-from evaluation.runner import create_session
+from evaluation.device_lock import device_lock, device_lock_key
+from evaluation.queues import evaluation_redis
+from evaluation.ready_horse import library_warm_model, warm_up, warm_up_model
+from evaluation.runner import DeviceConfig, create_session
 from evaluation.selftest import tiny_model
+from tests.evaluation import fake_nvml
+from tests.evaluation.fake_nvml import FakeGpu, FakeNvml
 
 
 def test_a_cuda_horse_warms_up_with_convolutions_and_matrix_products_a_cpu_horse_with_the_add():
@@ -41,3 +50,41 @@ def test_the_library_warm_up_model_is_valid_and_runs_with_the_workers_session_op
     (out,) = session.run(None, {"x": inputs + 1.0})
     assert out.shape == (inputs.shape[0], 4)
     assert np.isfinite(out).all() and (out > 0).all()
+
+
+def _warm_up_seconds(device: DeviceConfig) -> float:
+    started = time.monotonic()
+    warm_up(task_id=None, device=device)
+    return time.monotonic() - started
+
+
+@pytest.mark.django_db
+def test_a_gpu_warm_up_waits_for_another_workers_timing_on_the_device(
+    monkeypatch: Any, settings: Any
+) -> None:
+    # NVML is the faked boundary (it names the GPU's lock); the lock is the real one in Redis.
+    settings.EVAL_GPU_UUID = ""
+    gpu = FakeGpu()
+    fake_nvml.install(monkeypatch, FakeNvml(gpu))
+    cuda = DeviceConfig(use_cuda=True, device_name=gpu.name)
+    connection = evaluation_redis()
+    key = device_lock_key(gpu_uuid=gpu.uuid)
+    connection.delete(key, f"{key}:timers", f"{key}:scorers")
+
+    alone = _warm_up_seconds(cuda)  # also loads what a first warm-up loads, for the next one
+    assert alone < 0.5
+
+    held, release = threading.Event(), threading.Event()
+
+    def timing() -> None:
+        with device_lock(connection, key, wait_s=5, ttl_s=5):
+            held.set()
+            release.wait(10)
+
+    timer = threading.Thread(target=timing)
+    timer.start()
+    assert held.wait(5)
+    threading.Timer(1.0, release.set).start()
+    waited = _warm_up_seconds(cuda)
+    timer.join()
+    assert waited >= 0.9  # it ran its model only once the timing had let go of the device
