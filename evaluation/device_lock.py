@@ -44,7 +44,19 @@ from redis.lock import Lock
 
 log = logging.getLogger(__name__)
 PREFIX = "eval:timing-lock"
-POLL_S = 0.05  # how often a waiting side looks again
+POLL_S = 0.05  # how often a waiting side looks again, once it has waited a while
+FIRST_POLL_S = 0.002  # its first look again: a one-batch timing holds the device a few ms
+
+
+def _pauses(most_s: float = POLL_S) -> Iterator[float]:
+    """The sleeps of a waiting side: FIRST_POLL_S, doubling up to ``most_s``. A side that slept
+    a fixed POLL_S (or a scorer its 0.25 s) let the device stand idle that long after a timing
+    of a few milliseconds: in a burst of one-batch timings on two workers most of the time
+    between models."""
+    pause = FIRST_POLL_S
+    while True:
+        yield pause
+        pause = min(pause * 2, most_s)
 
 
 def device_lock_key(*, gpu_uuid: str | None) -> str:
@@ -104,12 +116,13 @@ class _Renewer(threading.Thread):
 
 def _acquire(connection: Redis, lock: Lock, key: str, deadline: float, ttl_s: float) -> bool:
     """Take ``lock`` before ``deadline``, announced in ``K:timers`` meanwhile so scoring on the
-    device gives way; the announcement is renewed between short tries and withdrawn at the end.
+    device gives way; the announcement is renewed with each try and withdrawn at the end.
 
-    Each round announces and tries the lock in one round trip (Redis runs a connection's commands
-    in order, so the announcement still comes first): a lock nobody holds costs one round trip,
-    not three. Only a lock held by another timer is waited for through redis-py's polling."""
+    Each try announces and tries the lock in one round trip (Redis runs a connection's commands
+    in order, so the announcement still comes first): a lock nobody holds costs one round trip.
+    A lock held by another timer is tried again after each of ``_pauses``."""
     me, timers = _claimant(), timers_key(key)
+    pauses = _pauses()
     try:
         while True:
             token = uuid.uuid1().hex.encode()  # as redis-py's Lock.acquire makes them
@@ -121,10 +134,9 @@ def _acquire(connection: Redis, lock: Lock, key: str, deadline: float, ttl_s: fl
                 lock.local.token = token  # where Lock.acquire keeps it: release() reads it
                 return True
             left = deadline - time.monotonic()
-            if lock.acquire(blocking_timeout=max(0.0, min(left, ttl_s / 3))):
-                return True
-            if left <= ttl_s / 3:
+            if left <= 0:
                 return False
+            time.sleep(min(next(pauses), left))
     finally:
         with contextlib.suppress(RedisError):
             connection.zrem(timers, me)
@@ -133,10 +145,11 @@ def _acquire(connection: Redis, lock: Lock, key: str, deadline: float, ttl_s: fl
 def _drain(connection: Redis, key: str, deadline: float) -> bool:
     """Wait until no scorer is on the device (each finishes its batch in flight and steps aside,
     or its lease lapses), at most until ``deadline``; True when none is left."""
+    pauses = _pauses()
     while _live(connection, scorers_key(key)):
         if time.monotonic() >= deadline:
             return False
-        time.sleep(POLL_S)
+        time.sleep(next(pauses))
     return True
 
 
@@ -248,6 +261,7 @@ class ScoringTurn:
         began = time.monotonic()
         deadline = began + limit_s
         self._withdraw()
+        pauses = _pauses(self.poll_s)
         try:
             while time.monotonic() < deadline:
                 if not timing_wanted(self.connection, self.key):
@@ -256,7 +270,7 @@ class ScoringTurn:
                     if not self.wanted.is_set():
                         break
                     self._withdraw()
-                time.sleep(self.poll_s)
+                time.sleep(next(pauses))
             else:
                 with self.mutex:
                     self._register()

@@ -5,6 +5,7 @@ killed with SIGKILL."""
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import signal
@@ -14,7 +15,15 @@ from typing import Any
 
 import pytest
 
-from evaluation.device_lock import ScoringTurn, device_lock, device_lock_key, scorers_key
+from evaluation.device_lock import (
+    FIRST_POLL_S,
+    POLL_S,
+    ScoringTurn,
+    _pauses,
+    device_lock,
+    device_lock_key,
+    scorers_key,
+)
 
 KEY = device_lock_key(gpu_uuid="GPU-sharing-test")
 
@@ -135,3 +144,16 @@ def test_a_scorer_killed_mid_batch_holds_the_timer_no_longer_than_its_ttl(queue:
 
     assert exclusive is True
     assert waited < 1.0 + 0.5  # the TTL and a few polls
+
+
+def test_a_waiting_side_looks_again_soon_at_first_then_every_poll() -> None:
+    # A one-batch timing holds the device a few milliseconds: a fixed 50 ms (a scorer's 0.25 s)
+    # between looks kept the device idle that long after it (measured: waits up to 61 ms in a
+    # burst of 200 on two workers, 8-11 ms with these pauses).
+    pauses = _pauses()
+    first = [next(pauses) for _ in range(8)]
+    assert first[0] == FIRST_POLL_S
+    assert all(b == min(a * 2, POLL_S) for a, b in itertools.pairwise(first))
+    assert first[-1] == POLL_S
+    scorer = _pauses(0.25)
+    assert max(next(scorer) for _ in range(12)) == 0.25
