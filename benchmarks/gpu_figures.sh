@@ -29,7 +29,9 @@ unset DATABASE_URL DATABASE_URL_FILE REDIS_URL REDIS_URL_FILE
 export STORAGE_BACKEND=local
 PORTAL_VAR_DIR=$(mktemp -d "${TMPDIR:-/tmp}/oep-gpu-figures.XXXXXX") || exit 1
 export PORTAL_VAR_DIR
-trap 'rm -rf "$PORTAL_VAR_DIR"' EXIT
+# A step stopped at its time limit leaves the embedded Redis server it started, which a SIGTERM
+# does not end once its folder is gone (it cannot save there): SIGKILL, nothing in it is kept.
+trap 'pkill -KILL -f "$PORTAL_VAR_DIR" 2>/dev/null; rm -rf "$PORTAL_VAR_DIR"' EXIT
 export EVAL_DEVICE=${EVAL_DEVICE:-cuda}
 
 step() {
