@@ -160,7 +160,7 @@ def device_lock(connection: Redis, key: str, *, wait_s: float, ttl_s: float) -> 
     either way."""
     deadline = time.monotonic() + wait_s
     # thread_local=False: the token must be visible to the renewing thread, not only to this one.
-    lock = connection.lock(key, timeout=ttl_s, sleep=POLL_S, thread_local=False)
+    lock = connection.lock(key, timeout=ttl_s, thread_local=False)  # waited for by _acquire
     try:
         held = _acquire(connection, lock, key, deadline, ttl_s)
     except RedisError as exc:

@@ -407,6 +407,9 @@ def _check_numeric(out: np.ndarray) -> None:
         )
 
 
+_DOT_SCREENED = (np.dtype(np.float32), np.dtype(np.float64))  # what BLAS dots
+
+
 def _screened_finite(preds: np.ndarray) -> bool:
     """True when one reduction proves every value finite; False means "look closer", not
     "not finite": finite values can overflow it.
@@ -424,9 +427,6 @@ def _screened_finite(preds: np.ndarray) -> bool:
             flat = preds.reshape(-1)
             return bool(np.isfinite(np.dot(flat, flat)))
         return bool(np.isfinite(np.add.reduce(preds, axis=None)))
-
-
-_DOT_SCREENED = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _check_finite(preds: np.ndarray, batch_size: int) -> None:
