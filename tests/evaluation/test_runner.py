@@ -17,7 +17,6 @@ from evaluation.gpu import gpu_info
 from evaluation.limits import added_memory_limit, address_space_bytes
 from evaluation.metrics import compute_family
 from evaluation.runner import (
-    _SCREEN_FROM,
     CPU,
     CUDA,
     CUDA_NOT_ACTIVE,
@@ -268,12 +267,12 @@ def test_nan_in_a_later_batch_names_that_batch() -> None:
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
-@pytest.mark.parametrize("columns", [10, 1 << 14], ids=["mask", "screen"])
+@pytest.mark.parametrize("columns", [10, 1 << 14], ids=["small", "large"])
 def test_huge_finite_outputs_are_not_taken_for_infinity(dtype: Any, columns: int) -> None:
     # Their sum and their dot product overflow to infinity; the exact check behind the screen
     # still accepts them.
     preds = np.full((64, columns), np.finfo(dtype).max / 2, dtype)
-    assert (preds.size >= _SCREEN_FROM) == (columns > 10)
+    assert not _screened_finite(preds)
     with np.errstate(over="ignore"):
         assert not np.isfinite(np.add.reduce(preds, axis=None))
         assert not np.isfinite(np.dot(preds.reshape(-1), preds.reshape(-1)))
@@ -286,23 +285,30 @@ def test_huge_finite_outputs_are_not_taken_for_infinity(dtype: Any, columns: int
 @pytest.mark.parametrize(
     ("columns", "dtype", "order"),
     [
-        (2, np.float32, "C"),
+        (2, np.float32, "C"),  # the dot product, on ten values
+        (2, np.float16, "C"),  # no BLAS for half floats: the sum
         (1 << 18, np.float32, "C"),  # the dot product
         (1 << 18, np.float64, "C"),  # the dot product
         (1 << 18, np.float32, "F"),  # not contiguous row by row: the sum
         (1 << 18, np.float16, "C"),  # no BLAS for half floats: the sum
     ],
-    ids=["mask", "dot-float32", "dot-float64", "sum-fortran-order", "sum-float16"],
+    ids=[
+        "dot-small",
+        "sum-small",
+        "dot-float32",
+        "dot-float64",
+        "sum-fortran-order",
+        "sum-float16",
+    ],
 )
 def test_nan_and_opposite_infinities_are_caught_by_every_screen(
     columns: int, dtype: Any, order: str
 ) -> None:
     preds = np.zeros((8, columns), dtype, order=order)
-    screened = preds.size >= _SCREEN_FROM
     preds[5, 1] = np.nan
     with pytest.raises(EvaluationError, match=r"\(batch 2\)"):
         _check_finite(preds, batch_size=4)
-    assert not (screened and _screened_finite(preds))
+    assert not _screened_finite(preds)
     preds[5, 1] = 0.0
     preds[1, :2] = [np.inf, -np.inf]  # their sum is NaN: caught all the same
     with pytest.raises(EvaluationError, match=r"\(batch 1\)"):
@@ -310,10 +316,10 @@ def test_nan_and_opposite_infinities_are_caught_by_every_screen(
     preds[1, :2] = [0.0, -np.inf]
     with pytest.raises(EvaluationError, match=r"\(batch 1\)"):
         _check_finite(preds, batch_size=4)
-    assert not (screened and _screened_finite(preds))
+    assert not _screened_finite(preds)
     preds[1, :2] = 0.0
     _check_finite(preds, batch_size=4)
-    assert not screened or _screened_finite(preds)  # finite values pass the screen itself
+    assert _screened_finite(preds)  # finite values pass the screen itself
 
 
 def test_memory_bomb_fails_with_a_plain_message_under_the_memory_limit() -> None:
