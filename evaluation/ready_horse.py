@@ -1,11 +1,13 @@
 """A ready work horse: forked while its worker is idle, warmed up, then handed one job.
 
-rq forks the horse only once it holds a job, so every evaluation used to pay for the fork, a new
-PostgreSQL connection, reading the dataset and (on a GPU) initialising CUDA before its first batch.
-A ready horse pays for them while the worker waits: it opens its database connection, loads the
-dataset of the task its worker ran last, creates a tiny session (onnxruntime's set-up; on a GPU
-the CUDA context, cuBLAS and cuDNN, only in the horse, never in the worker), then blocks on a
-pipe. The worker writes one line there: the job, its queue and its rq execution. The horse then
+rq forks the horse only once it holds a job, so every evaluation used to pay for the fork, its
+connections, reading the dataset and (on a GPU) initialising CUDA before its first batch. A ready
+horse pays for them while the worker waits: it opens its Redis connections, loads the dataset of
+the task its worker ran last, creates a tiny session (onnxruntime's set-up; on a GPU the CUDA
+context, cuBLAS and cuDNN, only in the horse, never in the worker), then blocks on a pipe. It
+opens no database connection: the worker claims the job's submission and saves its result
+(``evaluation.jobs.Claim``). The worker writes one line on the pipe: the job, its queue, its rq
+execution and that claim. The horse then
 runs rq's own ``main_work_horse`` for that job and exits, exactly as a freshly forked one: one
 model per process, the memory limit, the time limits, death with the worker, the crash retry and
 the cancel all stay per model. A job for another task finds no preloaded dataset and reads its own,
@@ -15,28 +17,28 @@ horse without a job.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import logging
 import os
+import pickle
 import signal
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import numpy as np
-from django import db
 from django.conf import settings
 from onnx import TensorProto, helper, numpy_helper
 from redis import Redis
 
-from evaluation.jobs import dataset_preload
+from evaluation.jobs import Claim, dataset_preload
 from evaluation.measurement import Measurement
 from evaluation.queues import evaluation_redis
 from evaluation.runner import DeviceConfig, create_session
 from evaluation.selftest import tiny_model
 from evaluation.timing import ScoringGate, scoring_alone
-from submissions import services
 from submissions.models import Task
 
 log = logging.getLogger(__name__)
@@ -50,39 +52,48 @@ class ReadyHorse:
 
 @dataclass(frozen=True)
 class Handover:
+    """One line on the pipe: the job, its queue, its rq execution and the worker's claim of its
+    submission (``jobs.Claim``, pickled: the worker's own objects, never a user's)."""
+
     job_id: str
     queue_name: str
     execution_id: str
+    claim: Claim | None = None
 
     def encode(self) -> bytes:
-        return f"{self.job_id} {self.queue_name} {self.execution_id}\n".encode()
+        claim = base64.b64encode(pickle.dumps(self.claim)).decode()
+        return f"{self.job_id} {self.queue_name} {self.execution_id} {claim}\n".encode()
 
     @classmethod
     def decode(cls, line: bytes) -> Handover:
-        job_id, queue_name, execution_id = line.decode().split()
-        return cls(job_id, queue_name, execution_id)
+        job_id, queue_name, execution_id, claim = line.decode().split()
+        return cls(job_id, queue_name, execution_id, pickle.loads(base64.b64decode(claim)))
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """``data`` into the pipe, however many writes it takes (a claim is a few kB)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def warm_up(
-    *, task_id: int | None, device: DeviceConfig, redis_clients: Sequence[Redis] = ()
+    *, task: Task | None, device: DeviceConfig, redis_clients: Sequence[Redis] = ()
 ) -> None:
     """What a horse would do first for its job, done ahead. Nothing here may stop the horse: a
-    step that fails is done again, for real, when the job runs."""
+    step that fails is done again, for real, when the job runs. No database: the worker claims
+    the job's submission and saves its result (``jobs.Claim``), and ``task`` is the worker's
+    row of the task it ran last, with its dataset version."""
     # A forked process's Redis clients open new connections on first use (redis-py checks the
-    # pid): the worker's, which fetches the job, and the device lock's.
+    # pid): the worker's, which fetches the job and takes the result, and the device lock's.
     with contextlib.suppress(Exception):
         for client in (*redis_clients, evaluation_redis()):
             client.ping()
     try:
-        db.connection.ensure_connection()
-        # A new PostgreSQL session reads a table's catalog entries on its first query of it
-        # (about 1 ms each): read nothing, as the job's first read does, to pay for them now.
-        services.JOB_START_READ({"id": 0})
-        task = Task.objects.filter(pk=task_id).first() if task_id is not None else None
         if task is not None and task.dataset.name:
             dataset_preload(task)
     except Exception as exc:
-        log.warning("ready work horse: warm-up skipped (%s)", exc)
+        log.warning("ready work horse: dataset not preloaded (%s)", exc)
     # The first session of a process sets up onnxruntime's environment (and on a GPU the CUDA
     # context): on CPU that is about 6 ms of a submission's session creation, 1 ms once a
     # session has been made in the process. With the worker's own options: onnxruntime's

@@ -50,13 +50,20 @@ from evaluation.device import (
 )
 from evaluation.dispatch import fair_pick, submission_id_of
 from evaluation.gpu import GpuInfo, gpu_reading, host_info
-from evaluation.jobs import leave_boards_to_worker, prepare_before_fork, refresh_boards
+from evaluation.jobs import (
+    Claim,
+    hand_claim,
+    leave_boards_to_worker,
+    prepare_before_fork,
+    refresh_boards,
+    save_handed_result,
+)
 from evaluation.measurement import cpu_facts
 from evaluation.queues import detected_device, queue_name, worker_classes
 from evaluation.registration import dead_registration
 from evaluation.selftest import run_selftest
 from submissions import services
-from submissions.models import Submission
+from submissions.models import Submission, Task
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -163,7 +170,8 @@ class EvaluationWorker(Worker):
         )
         self._last_publish = float("-inf")  # the first heartbeat is a sample
         self._ready: ready_horse.ReadyHorse | None = None
-        self._last_task_id: int | None = None  # the likely task of the next job
+        self._last_task: Task | None = None  # the likely task of the next job
+        self._claim: Claim | None = None  # the running job's submission, claimed here
 
     def bootstrap(self, *args: Any, **kwargs: Any) -> None:
         # The name first: a mistaken second worker under a live one's name must not publish
@@ -306,8 +314,39 @@ class EvaluationWorker(Worker):
             if picked is not None:
                 return picked
 
+    def _claim_for_horse(self, job: Job) -> Claim | None:
+        """Claim the job's submission (queued -> running) here, on the worker's own database
+        connection, for the horse about to run it (``jobs.Claim``): after rq's preparation has
+        published this worker busy with it, before the horse exists. None (the horse claims it
+        itself, as under a plain rq worker) when the job is not an evaluation or the database
+        refused: the claim is then the horse's, exactly as before."""
+        if self._claim is not None:  # a ready horse died at the hand-over: the same claim
+            return self._claim
+        submission_id = submission_id_of(job)
+        if submission_id is None:
+            return None
+        try:
+            submission = services.submission_start(
+                submission_id=submission_id, worker_name=self.name
+            )
+        except StopRequested:
+            raise
+        except Exception as exc:
+            log.warning(
+                "worker %s: claim of %s left to the horse: %s", self.name, submission_id, exc
+            )
+            return None
+        self._claim = Claim(submission_id, self.name, submission)
+        if submission is not None:
+            self._last_task = submission.task
+        return self._claim
+
     def fork_work_horse(self, job: Job, queue: Queue) -> None:
-        super().fork_work_horse(job, queue)  # the horse leaves our connections (main_work_horse)
+        hand_claim(self._claim_for_horse(job))  # the horse forked next inherits it
+        try:
+            super().fork_work_horse(job, queue)
+        finally:
+            hand_claim(None)  # the horse leaves our connections (main_work_horse)
         self.fleet_state.horse_pid = self.horse_pid or None
         self.publish_heartbeat(force=True)
 
@@ -335,7 +374,7 @@ class EvaluationWorker(Worker):
             self._is_horse = True  # heartbeat() in a horse must not publish the worker's state
             _die_with_parent(self.fleet_state.pid)
             ready_horse.warm_up(
-                task_id=self._last_task_id,
+                task=self._last_task,
                 device=device_config(self.name),
                 redis_clients=[self.connection],
             )
@@ -346,6 +385,7 @@ class EvaluationWorker(Worker):
                 handover.job_id, connection=self.connection, serializer=self.serializer
             )
             queue = next(q for q in self.queues if q.name == handover.queue_name)
+            hand_claim(handover.claim)
             execution = Execution(
                 handover.execution_id, job.id, self.connection, worker_name=self.name
             )
@@ -370,9 +410,10 @@ class EvaluationWorker(Worker):
         self._horse_pid = ready.pid  # before anything can ask to kill "the horse"
         self.fleet_state.horse_pid = ready.pid  # announced with the claim, before the job starts
         execution = self.prepare_execution(job)
-        handover = ready_horse.Handover(job.id, queue.name, execution.id)
+        claim = self._claim_for_horse(job)
+        handover = ready_horse.Handover(job.id, queue.name, execution.id, claim)
         try:
-            os.write(ready.write_fd, handover.encode())
+            ready_horse.write_all(ready.write_fd, handover.encode())
         except OSError:  # it died just now: fork as rq does, for the same execution
             ready_horse.stop(ready)
             self.fork_work_horse(job, queue)  # announces the new horse
@@ -395,11 +436,14 @@ class EvaluationWorker(Worker):
         self.fleet_state.submission_id = submission_id
         self.fleet_state.busy_since = time.time()
         # Published with rq's preparation, before the horse starts (``prepare_execution``).
+        self._claim = None
         try:
             if not self._hand_to_ready_horse(job, queue):
                 super().execute_job(job, queue)
         finally:
-            self._count_outcome(job, submission_id)
+            claim, self._claim = self._claim, None
+            saved = self._save_result(claim, job)
+            self._count_outcome(job, submission_id, saved)
             self.fleet_state.state = "idle"
             self.fleet_state.submission_id = None
             self.fleet_state.busy_since = None
@@ -425,10 +469,30 @@ class EvaluationWorker(Worker):
             pipeline.execute()
         return execution
 
-    def _count_outcome(self, job: Job, submission_id: int | None) -> None:
+    def _save_result(self, claim: Claim | None, job: Job) -> bool:
+        """The result the horse left (``jobs.save_handed_result``), saved; False when there was
+        none (the horse failed the submission, or died) or saving failed. A submission whose
+        result could not be saved stays running without a horse: recovery runs it again."""
+        if claim is None or claim.submission is None:
+            return False
+        try:
+            return save_handed_result(claim, job.connection)
+        except StopRequested:
+            raise
+        except Exception:
+            log.exception(
+                "worker %s: the result of %s was not saved", self.name, claim.submission_id
+            )
+            return False
+
+    def _count_outcome(self, job: Job, submission_id: int | None, saved: bool = False) -> None:
         """Count evaluations this worker finished; a duplicate job that found its submission
-        already taken ("skipped") is not an evaluation."""
+        already taken ("skipped") is not an evaluation. ``saved``: this worker saved its result,
+        so it succeeded without asking the database."""
         if submission_id is None:
+            return
+        if saved:
+            self.fleet_state.jobs_done += 1
             return
         try:
             result = job.latest_result()
@@ -446,7 +510,11 @@ class EvaluationWorker(Worker):
             return
         if row is None:
             return
-        status, self._last_task_id = row
+        status, task_id = row
+        if self._last_task is None or self._last_task.pk != task_id:
+            self._last_task = (
+                Task.objects.select_related("current_dataset").filter(pk=task_id).first()
+            )
         if status == Submission.Status.SUCCEEDED:
             self.fleet_state.jobs_done += 1
         elif status == Submission.Status.FAILED:

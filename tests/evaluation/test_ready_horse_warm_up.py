@@ -65,7 +65,7 @@ def test_a_gpu_warm_up_waits_for_another_workers_timing_on_the_device(
     key = device_lock_key(gpu_uuid=gpu.uuid)
     connection.delete(key, f"{key}:timers", f"{key}:scorers")
 
-    warm_up(task_id=None, device=cuda)  # what a first warm-up loads: the next one is quick
+    warm_up(task=None, device=cuda)  # what a first warm-up loads: the next one is quick
 
     held, release = threading.Event(), threading.Event()
     released: list[float] = []
@@ -83,7 +83,7 @@ def test_a_gpu_warm_up_waits_for_another_workers_timing_on_the_device(
     timer.start()
     assert held.wait(5)
     threading.Timer(1.0, let_go).start()
-    warm_up(task_id=None, device=cuda)
+    warm_up(task=None, device=cuda)
     done = time.monotonic()
     timer.join()
     # It ran its model only once the timing had let go of the device (without the turn it was

@@ -1,0 +1,128 @@
+"""The worker claims a job's submission and saves its result (evaluation.jobs.Claim): a work horse
+on its way to a success opens no database connection, and every fallback still ends the
+submission. Real burst workers (this process) forking real horses on the test Redis and database.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from django.db import DatabaseError, connection
+
+from evaluation import jobs
+from submissions import services
+from submissions.models import Submission
+from tests.evaluation.fleet_support import fast_model, nan_classifier, submit
+
+
+def _unreachable_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From now on a new connection to the database fails (in this process and in every process
+    forked from it); the connection open already stays open and usable."""
+    connection.ensure_connection()
+    if connection.vendor == "sqlite":
+        monkeypatch.setitem(connection.settings_dict, "NAME", "/nonexistent-directory/x.sqlite3")
+    else:
+        monkeypatch.setitem(connection.settings_dict, "PORT", "1")
+
+
+def _left_results(queue: Any) -> list[bytes]:
+    return list(queue.connection.scan_iter(jobs.RESULT_KEY.format("*")))
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("ready", [True, False], ids=["ready-horse", "forked-per-job"])
+def test_a_horse_scores_a_model_without_a_database_connection_of_its_own(
+    run_worker: Any,
+    queue: Any,
+    alice: Any,
+    make_task: Any,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    ready: bool,
+) -> None:
+    """Its horses cannot reach the database at all here, yet every model is scored: the worker
+    claimed each submission and saved each result on its own connection, and took the results
+    out of Redis."""
+    settings.EVAL_READY_HORSE = ready
+    task = make_task(submissions_per_day=10)
+    submissions = [submit(alice, task, fast_model()) for _ in range(3)]
+    _unreachable_database(monkeypatch)
+
+    worker = run_worker()
+
+    rows = list(Submission.objects.filter(pk__in=[s.pk for s in submissions]))
+    assert [r.status for r in rows] == ["succeeded"] * 3, [r.error_message for r in rows]
+    assert all(r.worker_name == worker.name and r.score is not None for r in rows)
+    assert all(r.attempts == 1 for r in rows)  # claimed once, by the worker
+    assert worker.fleet_state.jobs_done == 3
+    assert _left_results(queue) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_horse_still_records_its_models_failure_itself(
+    run_worker: Any, queue: Any, alice: Any, make_task: Any
+) -> None:
+    """A failure is rare and carries the horse's own traceback: the horse opens a connection and
+    writes it, as before, and leaves no result behind."""
+    task = make_task(submissions_per_day=10)
+    broken = submit(alice, task, nan_classifier())
+
+    worker = run_worker()
+
+    row = Submission.objects.get(pk=broken.pk)
+    assert row.status == Submission.Status.FAILED
+    assert "NaN or infinity" in row.error_message
+    assert worker.fleet_state.jobs_failed == 1 and worker.fleet_state.jobs_done == 0
+    assert _left_results(queue) == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("ready", [True, False], ids=["ready-horse", "forked-per-job"])
+def test_when_the_workers_claim_fails_the_horse_claims_and_saves_as_before(
+    run_worker: Any,
+    queue: Any,
+    alice: Any,
+    make_task: Any,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    ready: bool,
+) -> None:
+    settings.EVAL_READY_HORSE = ready
+    task = make_task(submissions_per_day=10)
+    submission = submit(alice, task, fast_model())
+    worker_pid = os.getpid()
+    start = services.submission_start
+
+    def refused_in_the_worker(**kwargs: Any) -> Any:
+        if os.getpid() == worker_pid:
+            raise DatabaseError("connection lost")
+        return start(**kwargs)
+
+    monkeypatch.setattr(services, "submission_start", refused_in_the_worker)
+
+    run_worker()
+
+    row = Submission.objects.get(pk=submission.pk)
+    assert row.status == Submission.Status.SUCCEEDED, row.error_message
+    assert row.attempts == 1
+    assert "left to the horse" in caplog.text
+    assert _left_results(queue) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_when_redis_refuses_the_result_the_horse_saves_it_itself(
+    run_worker: Any, queue: Any, alice: Any, make_task: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = make_task(submissions_per_day=10)
+    submission = submit(alice, task, fast_model())
+    monkeypatch.setattr(jobs, "RESULT_TTL_S", -1)  # Redis refuses a SET with this expiry
+
+    run_worker()
+
+    row = Submission.objects.get(pk=submission.pk)
+    assert row.status == Submission.Status.SUCCEEDED, row.error_message
+    assert row.score is not None
+    assert _left_results(queue) == []
