@@ -17,6 +17,7 @@ import numpy as np
 from redis import Redis
 from rq import Queue, get_current_job
 from rq.exceptions import StopRequested
+from rq.job import Job
 from rq.timeouts import JobTimeoutException
 
 from evaluation.device import device_config, worker_name
@@ -156,9 +157,9 @@ class Claim:
 # by the horse, which then opens its connection as before.
 _claim: Claim | None = None
 
-# Where a horse leaves its result for its worker: read and deleted by the worker right after the
-# horse ends; the expiry only bounds what a worker that died meanwhile leaves (recovery evaluates
-# the submission again).
+# Where a horse leaves its result for its worker, by rq job (a retry is a new job): read and
+# deleted by the worker right after the horse ends; the expiry only bounds what a worker that died
+# meanwhile leaves (recovery evaluates the submission again).
 RESULT_KEY = "evaluation:result:{}"
 RESULT_TTL_S = 3600
 
@@ -168,8 +169,8 @@ def hand_claim(claim: Claim | None) -> None:
     _claim = claim
 
 
-def _result_key(submission_id: int) -> str:
-    return RESULT_KEY.format(submission_id)
+def _result_key(job: Job) -> str:
+    return RESULT_KEY.format(job.id)
 
 
 def _leave_result(claim: Claim, result: EvalResult) -> bool:
@@ -178,18 +179,19 @@ def _leave_result(claim: Claim, result: EvalResult) -> bool:
     if job is None:
         return False
     try:
-        job.connection.set(_result_key(claim.submission_id), pickle.dumps(result), ex=RESULT_TTL_S)
+        job.connection.set(_result_key(job), pickle.dumps(result), ex=RESULT_TTL_S)
     except Exception as exc:
         log.warning("could not leave the result of %s to the worker: %s", claim.submission_id, exc)
         return False
     return True
 
 
-def save_handed_result(claim: Claim, connection: Redis) -> bool:
-    """In the worker, once the horse has ended: save the result it left, if any (True: saved).
-    ``submission_succeed`` changes nothing once the row is no longer running (a cancel won)."""
-    key = _result_key(claim.submission_id)
-    with connection.pipeline() as pipe:
+def save_handed_result(claim: Claim, job: Job) -> bool:
+    """In the worker, once the horse of ``job`` has ended: save the result it left, if any (True:
+    saved). ``submission_succeed`` changes nothing once the row is no longer running (a cancel
+    won, or the horse was found dead after leaving it)."""
+    key = _result_key(job)
+    with job.connection.pipeline() as pipe:
         pipe.get(key)
         pipe.delete(key)
         raw, _ = pipe.execute()

@@ -476,7 +476,7 @@ class EvaluationWorker(Worker):
         if claim is None or claim.submission is None:
             return False
         try:
-            return save_handed_result(claim, job.connection)
+            return save_handed_result(claim, job)
         except StopRequested:
             raise
         except Exception:
