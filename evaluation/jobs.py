@@ -7,7 +7,10 @@ sessions.
 from __future__ import annotations
 
 import logging
+import os
 import pickle
+import select
+import struct
 import time
 import traceback
 from collections.abc import Callable
@@ -17,7 +20,6 @@ import numpy as np
 from redis import Redis
 from rq import Queue, get_current_job
 from rq.exceptions import StopRequested
-from rq.job import Job
 from rq.timeouts import JobTimeoutException
 
 from evaluation.device import device_config, worker_name
@@ -152,57 +154,116 @@ class Claim:
 # Set in a work horse whose worker claimed its submission (``hand_claim``): on the way to a
 # success the horse then opens no database connection (a new PostgreSQL session is a backend
 # process forked and its catalogs read: about 3 ms of the server's CPU per connection, plus the
-# first read of each table, on the 2-core box). It leaves the result in Redis, and the worker
-# saves it (``save_handed_result``). A failure, or the progress of a long run, is still written
-# by the horse, which then opens its connection as before.
+# first read of each table, on the 2-core box). It writes its result down a pipe to the worker
+# (``_result_fd``), which saves it at once, while the horse finishes rq's bookkeeping and exits.
+# A failure, or the progress of a long run, is still written by the horse, which then opens its
+# connection as before.
 _claim: Claim | None = None
+_result_fd: int | None = None
 
-# Where a horse leaves its result for its worker, by rq job (a retry is a new job): read and
-# deleted by the worker right after the horse ends; the expiry only bounds what a worker that died
-# meanwhile leaves (recovery evaluates the submission again).
-RESULT_KEY = "evaluation:result:{}"
-RESULT_TTL_S = 3600
+# A result on the pipe: its length (8 bytes, network order), then the pickled EvalResult.
+_LENGTH = struct.Struct("!Q")
 
 
-def hand_claim(claim: Claim | None) -> None:
-    global _claim
-    _claim = claim
+def hand_claim(claim: Claim | None, result_fd: int | None) -> None:
+    """In a horse (or in a worker just before it forks one): the worker's claim, and the write
+    end of the pipe its result goes down."""
+    global _claim, _result_fd
+    _claim, _result_fd = claim, result_fd
 
 
-def _result_key(job: Job) -> str:
-    return RESULT_KEY.format(job.id)
+def write_all(fd: int, data: bytes) -> None:
+    """``data`` into a pipe, however many writes it takes."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
-def _leave_result(claim: Claim, result: EvalResult) -> bool:
-    """Leave ``result`` for the worker; False when Redis refused it (the horse saves it itself)."""
-    job = get_current_job()
-    if job is None:
+def _leave_result(result: EvalResult) -> bool:
+    """Send ``result`` to the worker; False when it cannot go (the horse saves it itself)."""
+    global _result_fd
+    fd, _result_fd = _result_fd, None
+    if fd is None:
         return False
     try:
-        job.connection.set(_result_key(job), pickle.dumps(result), ex=RESULT_TTL_S)
-    except Exception as exc:
-        log.warning("could not leave the result of %s to the worker: %s", claim.submission_id, exc)
+        data = pickle.dumps(result)
+        write_all(fd, _LENGTH.pack(len(data)) + data)
+    except Exception as exc:  # the worker's end closed (it died), or the result would not pickle
+        log.warning("could not hand the result to the worker: %s", exc)
         return False
+    finally:
+        os.close(fd)
     return True
 
 
-def save_handed_result(claim: Claim, job: Job) -> bool:
-    """In the worker, once the horse of ``job`` has ended: save the result it left, if any (True:
-    saved). ``submission_succeed`` changes nothing once the row is no longer running (a cancel
-    won, or the horse was found dead after leaving it)."""
-    key = _result_key(job)
-    with job.connection.pipeline() as pipe:
-        pipe.get(key)
-        pipe.delete(key)
-        raw, _ = pipe.execute()
-    if raw is None or claim.submission is None:
+class ResultReader:
+    """The worker's end of a horse's result pipe (non-blocking): ``read`` waits for the whole
+    result or for the horse's end, keeping what came so far when rq's monitoring alarm
+    interrupts it. It watches the horse through a pidfd, which turns readable when the horse
+    ends without reaping it (rq's ``wait_for_horse`` reaps it next): the end of the pipe alone
+    would not do, should anything else have inherited its write end."""
+
+    def __init__(self, fd: int) -> None:
+        os.set_blocking(fd, False)
+        self.fd = fd
+        self.pidfd: int | None = None
+        self.buffer = bytearray()
+        self.done = False
+
+    def read(self, pid: int) -> EvalResult | None:
+        """The result of the horse ``pid``; None when it ended without sending one."""
+        if self.done:
+            return None
+        if self.pidfd is None:
+            self.pidfd = os.pidfd_open(pid)
+        pidfd = self.pidfd
+        while True:
+            ready, _, _ = select.select([self.fd, pidfd], [], [])
+            ended = pidfd in ready
+            closed = self._drain()
+            result = self._complete()
+            if result is not None or closed or ended:
+                self.close()
+                return result
+
+    def _drain(self) -> bool:
+        """Read what is there; True at the end of the pipe."""
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                return False
+            if not chunk:
+                return True
+            self.buffer += chunk
+
+    def _complete(self) -> EvalResult | None:
+        if len(self.buffer) < _LENGTH.size:
+            return None
+        (size,) = _LENGTH.unpack_from(self.buffer)
+        if len(self.buffer) < _LENGTH.size + size:
+            return None
+        result: EvalResult = pickle.loads(self.buffer[_LENGTH.size : _LENGTH.size + size])
+        return result  # written by our own horse, never by a user
+
+    def close(self) -> None:
+        if not self.done:
+            self.done = True
+            for fd in (self.fd, self.pidfd):
+                if fd is not None:
+                    os.close(fd)
+
+
+def save_handed_result(claim: Claim, result: EvalResult) -> bool:
+    """In the worker: save the result its horse sent (True: saved). ``submission_succeed``
+    changes nothing once the row is no longer running (a cancel won)."""
+    if claim.submission is None:
         return False
-    result: EvalResult = pickle.loads(raw)  # written by our own horse, never by a user
     return services.submission_succeed(
         submission_id=claim.submission_id,
         result=result,
         dataset_version_id=claim.submission.task.current_dataset_id,
-        drain=False,  # the worker refreshes the boards next (EvaluationWorker.execute_job)
+        drain=False,  # the worker refreshes the boards after the horse (EvaluationWorker)
         started=claim.submission,
     )
 
@@ -278,7 +339,7 @@ def _evaluate_and_save(submission_id: int) -> str:
             by_system=True,
         )
         raise
-    if claim is not None and _leave_result(claim, result):
+    if claim is not None and _leave_result(result):
         return "succeeded: saved by the worker"
     services.submission_succeed(
         submission_id=submission_id,

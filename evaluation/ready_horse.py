@@ -33,7 +33,7 @@ from django.conf import settings
 from onnx import TensorProto, helper, numpy_helper
 from redis import Redis
 
-from evaluation.jobs import Claim, dataset_preload
+from evaluation.jobs import Claim, dataset_preload, write_all
 from evaluation.measurement import Measurement
 from evaluation.queues import evaluation_redis
 from evaluation.runner import DeviceConfig, create_session
@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 class ReadyHorse:
     pid: int
     write_fd: int  # the worker's end of the pipe; closed once the job is handed over
+    result_fd: int  # the worker's end of the pipe the horse's result comes back on
+
+
+__all__ = ["Handover", "ReadyHorse", "write_all"]  # write_all: the worker writes the hand-over
 
 
 @dataclass(frozen=True)
@@ -68,13 +72,6 @@ class Handover:
     def decode(cls, line: bytes) -> Handover:
         job_id, queue_name, execution_id, claim = line.decode().split()
         return cls(job_id, queue_name, execution_id, pickle.loads(base64.b64decode(claim)))
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """``data`` into the pipe, however many writes it takes (a claim is a few kB)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def warm_up(
@@ -216,6 +213,8 @@ def is_alive(pid: int) -> bool:
 
 def stop(horse: ReadyHorse) -> None:
     """End a ready horse that will get no job (the worker stops), and reap it."""
+    with contextlib.suppress(OSError):
+        os.close(horse.result_fd)
     with contextlib.suppress(OSError):
         os.close(horse.write_fd)  # end of file: the horse exits by itself
     with contextlib.suppress(OSError):

@@ -52,6 +52,7 @@ from evaluation.dispatch import fair_pick, submission_id_of
 from evaluation.gpu import GpuInfo, gpu_reading, host_info
 from evaluation.jobs import (
     Claim,
+    ResultReader,
     hand_claim,
     leave_boards_to_worker,
     prepare_before_fork,
@@ -61,6 +62,7 @@ from evaluation.jobs import (
 from evaluation.measurement import cpu_facts
 from evaluation.queues import detected_device, queue_name, worker_classes
 from evaluation.registration import dead_registration
+from evaluation.runner import EvalResult
 from evaluation.selftest import run_selftest
 from submissions import services
 from submissions.models import Submission, Task
@@ -172,6 +174,8 @@ class EvaluationWorker(Worker):
         self._ready: ready_horse.ReadyHorse | None = None
         self._last_task: Task | None = None  # the likely task of the next job
         self._claim: Claim | None = None  # the running job's submission, claimed here
+        self._results: ResultReader | None = None  # where its horse sends the result
+        self._saved = False  # whether this worker saved the running job's result
 
     def bootstrap(self, *args: Any, **kwargs: Any) -> None:
         # The name first: a mistaken second worker under a live one's name must not publish
@@ -342,11 +346,21 @@ class EvaluationWorker(Worker):
         return self._claim
 
     def fork_work_horse(self, job: Job, queue: Queue) -> None:
-        hand_claim(self._claim_for_horse(job))  # the horse forked next inherits it
+        claim = self._claim_for_horse(job)
+        pipe = os.pipe() if claim is not None and claim.submission is not None else None
+        hand_claim(claim, pipe[1] if pipe else None)  # the horse forked next inherits them
         try:
-            super().fork_work_horse(job, queue)
+            super().fork_work_horse(job, queue)  # the horse leaves our connections
+        except BaseException:
+            if pipe:
+                os.close(pipe[0])
+            raise
         finally:
-            hand_claim(None)  # the horse leaves our connections (main_work_horse)
+            hand_claim(None, None)
+            if pipe:
+                os.close(pipe[1])
+        if pipe:
+            self._results = ResultReader(pipe[0])
         self.fleet_state.horse_pid = self.horse_pid or None
         self.publish_heartbeat(force=True)
 
@@ -359,15 +373,18 @@ class EvaluationWorker(Worker):
             log.warning("worker %s: its ready work horse died while waiting", self.name)
             ready_horse.stop(self._ready)
         read_fd, write_fd = os.pipe()
+        result_read_fd, result_write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:
             _leave_parent_connections()  # it opens its own while it warms up
             os.close(write_fd)
-            self._ready_horse_main(read_fd)
+            os.close(result_read_fd)
+            self._ready_horse_main(read_fd, result_write_fd)
         os.close(read_fd)
-        self._ready = ready_horse.ReadyHorse(pid, write_fd)
+        os.close(result_write_fd)
+        self._ready = ready_horse.ReadyHorse(pid, write_fd, result_read_fd)
 
-    def _ready_horse_main(self, read_fd: int) -> NoReturn:
+    def _ready_horse_main(self, read_fd: int, result_fd: int) -> NoReturn:
         """The ready horse: warm up, wait for a job, run it as rq runs a horse, exit."""
         try:
             os.setpgrp()
@@ -385,7 +402,12 @@ class EvaluationWorker(Worker):
                 handover.job_id, connection=self.connection, serializer=self.serializer
             )
             queue = next(q for q in self.queues if q.name == handover.queue_name)
-            hand_claim(handover.claim)
+            claim = handover.claim
+            if claim is not None and claim.submission is not None:
+                hand_claim(claim, result_fd)
+            else:
+                hand_claim(claim, None)
+                os.close(result_fd)
             execution = Execution(
                 handover.execution_id, job.id, self.connection, worker_name=self.name
             )
@@ -419,6 +441,10 @@ class EvaluationWorker(Worker):
             self.fork_work_horse(job, queue)  # announces the new horse
         else:
             os.close(ready.write_fd)
+            if claim is not None and claim.submission is not None:
+                self._results = ResultReader(ready.result_fd)
+            else:
+                os.close(ready.result_fd)
         self.monitor_work_horse(job, queue, execution)
         self.set_state(WorkerStatus.IDLE)
         return True
@@ -436,13 +462,15 @@ class EvaluationWorker(Worker):
         self.fleet_state.submission_id = submission_id
         self.fleet_state.busy_since = time.time()
         # Published with rq's preparation, before the horse starts (``prepare_execution``).
-        self._claim = None
+        self._claim, self._saved = None, False
         try:
             if not self._hand_to_ready_horse(job, queue):
                 super().execute_job(job, queue)
         finally:
-            claim, self._claim = self._claim, None
-            saved = self._save_result(claim, job)
+            results, self._results, self._claim = self._results, None, None
+            if results is not None:
+                results.close()
+            saved, self._saved = self._saved, False
             self._count_outcome(job, submission_id, saved)
             self.fleet_state.state = "idle"
             self.fleet_state.submission_id = None
@@ -469,16 +497,32 @@ class EvaluationWorker(Worker):
             pipeline.execute()
         return execution
 
-    def _save_result(self, claim: Claim | None, job: Job) -> bool:
-        """The result the horse left (``jobs.save_handed_result``), saved; False when there was
-        none (the horse failed the submission, or died) or saving failed. A submission whose
-        result could not be saved stays running without a horse: recovery runs it again."""
-        if claim is None or claim.submission is None:
+    def wait_for_horse(self) -> tuple[int | None, int | None, Any]:
+        """rq's wait for the horse's end, after taking the result it sends (``jobs.Claim``) and
+        saving it at once: the submitter sees the score while the horse still finishes rq's
+        bookkeeping and exits, as when the horse saved it itself."""
+        results = self._results
+        if results is not None and not results.done:
+            result = results.read(self.horse_pid)
+            if result is not None:
+                # rq's monitoring alarm (armed around this call) must not stop the save halfway.
+                left = signal.alarm(0)
+                try:
+                    self._saved = self._save_result(result)
+                finally:
+                    if left:
+                        signal.alarm(left)
+        return super().wait_for_horse()
+
+    def _save_result(self, result: EvalResult) -> bool:
+        """The result the horse sent (``jobs.save_handed_result``), saved; False when saving
+        failed. A submission whose result could not be saved stays running without a horse once
+        the horse has ended: recovery runs it again."""
+        claim = self._claim
+        if claim is None:
             return False
         try:
-            return save_handed_result(claim, job)
-        except StopRequested:
-            raise
+            return save_handed_result(claim, result)
         except Exception:
             log.exception(
                 "worker %s: the result of %s was not saved", self.name, claim.submission_id

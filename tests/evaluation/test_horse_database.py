@@ -6,12 +6,15 @@ submission. Real burst workers (this process) forking real horses on the test Re
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.db import DatabaseError, connection
 
 from evaluation import jobs
+from evaluation.worker import EvaluationWorker
 from submissions import services
 from submissions.models import Submission
 from tests.evaluation.fleet_support import fast_model, nan_classifier, submit
@@ -25,10 +28,6 @@ def _unreachable_database(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setitem(connection.settings_dict, "NAME", "/nonexistent-directory/x.sqlite3")
     else:
         monkeypatch.setitem(connection.settings_dict, "PORT", "1")
-
-
-def _left_results(queue: Any) -> list[bytes]:
-    return list(queue.connection.scan_iter(jobs.RESULT_KEY.format("*")))
 
 
 @pytest.mark.django_db(transaction=True)
@@ -57,7 +56,6 @@ def test_a_horse_scores_a_model_without_a_database_connection_of_its_own(
     assert all(r.worker_name == worker.name and r.score is not None for r in rows)
     assert all(r.attempts == 1 for r in rows)  # claimed once, by the worker
     assert worker.fleet_state.jobs_done == 3
-    assert _left_results(queue) == []
 
 
 @pytest.mark.django_db(transaction=True)
@@ -75,7 +73,6 @@ def test_a_horse_still_records_its_models_failure_itself(
     assert row.status == Submission.Status.FAILED
     assert "NaN or infinity" in row.error_message
     assert worker.fleet_state.jobs_failed == 1 and worker.fleet_state.jobs_done == 0
-    assert _left_results(queue) == []
 
 
 @pytest.mark.django_db(transaction=True)
@@ -109,20 +106,65 @@ def test_when_the_workers_claim_fails_the_horse_claims_and_saves_as_before(
     assert row.status == Submission.Status.SUCCEEDED, row.error_message
     assert row.attempts == 1
     assert "left to the horse" in caplog.text
-    assert _left_results(queue) == []
+
+
+class _Unpicklable:
+    @staticmethod
+    def dumps(value: Any) -> bytes:
+        raise TypeError("cannot pickle this result")
 
 
 @pytest.mark.django_db(transaction=True)
-def test_when_redis_refuses_the_result_the_horse_saves_it_itself(
+def test_a_result_that_cannot_go_to_the_worker_is_saved_by_the_horse(
     run_worker: Any, queue: Any, alice: Any, make_task: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     task = make_task(submissions_per_day=10)
     submission = submit(alice, task, fast_model())
-    monkeypatch.setattr(jobs, "RESULT_TTL_S", -1)  # Redis refuses a SET with this expiry
+    monkeypatch.setattr(jobs, "pickle", _Unpicklable)  # in the horse: its result will not go
 
-    run_worker()
+    worker = run_worker()
 
     row = Submission.objects.get(pk=submission.pk)
     assert row.status == Submission.Status.SUCCEEDED, row.error_message
     assert row.score is not None
-    assert _left_results(queue) == []
+    assert worker.fleet_state.jobs_done == 1  # counted from the row, which the horse wrote
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("ready", [True, False], ids=["ready-horse", "forked-per-job"])
+def test_the_score_is_saved_while_the_horse_still_finishes_its_job(
+    run_worker: Any,
+    queue: Any,
+    alice: Any,
+    make_task: Any,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    ready: bool,
+) -> None:
+    """The submitter's wait ends when the worker has the result, not once the horse has done
+    rq's bookkeeping and exited: here the horse, in rq's success handling, waits up to 20 s for
+    the row to say succeeded, and notes whether it did."""
+    settings.EVAL_READY_HORSE = ready
+    task = make_task(submissions_per_day=10)
+    submission = submit(alice, task, fast_model())
+    seen = tmp_path / "seen"
+    handle_job_success = EvaluationWorker.handle_job_success
+
+    def waiting_for_the_row(self: Any, *args: Any, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            status = Submission.objects.get(pk=submission.pk).status
+            if status == Submission.Status.SUCCEEDED:
+                break
+            time.sleep(0.02)
+        seen.write_text(status)
+        connection.close()  # the horse's own, opened for this check only
+        return handle_job_success(self, *args, **kwargs)
+
+    monkeypatch.setattr(EvaluationWorker, "handle_job_success", waiting_for_the_row)
+
+    run_worker()
+
+    assert seen.read_text() == Submission.Status.SUCCEEDED
+    assert Submission.objects.get(pk=submission.pk).status == Submission.Status.SUCCEEDED
