@@ -82,7 +82,7 @@ def warm_up(
     the job's submission and saves its result (``jobs.Claim``), and ``task`` is the worker's
     row of the task it ran last, with its dataset version."""
     # A forked process's Redis clients open new connections on first use (redis-py checks the
-    # pid): the worker's, which fetches the job and takes the result, and the device lock's.
+    # pid): the worker's, which fetches the job, and the device lock's.
     with contextlib.suppress(Exception):
         for client in (*redis_clients, evaluation_redis()):
             client.ping()
