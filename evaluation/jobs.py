@@ -201,12 +201,17 @@ class ResultReader:
     result or for the horse's end, keeping what came so far when rq's monitoring alarm
     interrupts it. It watches the horse through a pidfd, which turns readable when the horse
     ends without reaping it (rq's ``wait_for_horse`` reaps it next): the end of the pipe alone
-    would not do, should anything else have inherited its write end."""
+    would not do, should anything else have inherited its write end. Where the kernel has no
+    pidfd (before Linux 5.3, some sandboxes) it looks every ``POLL_S`` with ``waitid`` and
+    ``WNOWAIT``, which does not reap either."""
+
+    POLL_S = 0.02
 
     def __init__(self, fd: int) -> None:
         os.set_blocking(fd, False)
         self.fd = fd
         self.pidfd: int | None = None
+        self.polling = False
         self.buffer = bytearray()
         self.done = False
 
@@ -214,12 +219,18 @@ class ResultReader:
         """The result of the horse ``pid``; None when it ended without sending one."""
         if self.done:
             return None
-        if self.pidfd is None:
-            self.pidfd = os.pidfd_open(pid)
-        pidfd = self.pidfd
+        if self.pidfd is None and not self.polling:
+            try:
+                self.pidfd = os.pidfd_open(pid)
+            except OSError:
+                self.polling = True
         while True:
-            ready, _, _ = select.select([self.fd, pidfd], [], [])
-            ended = pidfd in ready
+            if self.pidfd is not None:
+                ready, _, _ = select.select([self.fd, self.pidfd], [], [])
+                ended = self.pidfd in ready
+            else:
+                select.select([self.fd], [], [], self.POLL_S)
+                ended = _ended(pid)
             closed = self._drain()
             result = self._complete()
             if result is not None or closed or ended:
@@ -252,6 +263,14 @@ class ResultReader:
             for fd in (self.fd, self.pidfd):
                 if fd is not None:
                     os.close(fd)
+
+
+def _ended(pid: int) -> bool:
+    """Whether the child ``pid`` has ended, leaving it to be reaped."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def save_handed_result(claim: Claim, result: EvalResult) -> bool:

@@ -130,7 +130,12 @@ def test_a_result_that_cannot_go_to_the_worker_is_saved_by_the_horse(
     assert worker.fleet_state.jobs_done == 1  # counted from the row, which the horse wrote
 
 
+def _no_pidfd(pid: int) -> int:
+    raise OSError(38, "Function not implemented")  # ENOSYS: a kernel before Linux 5.3
+
+
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "waitid-polling"])
 @pytest.mark.parametrize("ready", [True, False], ids=["ready-horse", "forked-per-job"])
 def test_the_score_is_saved_while_the_horse_still_finishes_its_job(
     run_worker: Any,
@@ -141,11 +146,15 @@ def test_the_score_is_saved_while_the_horse_still_finishes_its_job(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
     ready: bool,
+    pidfd: bool,
 ) -> None:
     """The submitter's wait ends when the worker has the result, not once the horse has done
     rq's bookkeeping and exited: here the horse, in rq's success handling, waits up to 20 s for
-    the row to say succeeded, and notes whether it did."""
+    the row to say succeeded, and notes whether it did. Without pidfds the worker watches the
+    horse by polling, without reaping it."""
     settings.EVAL_READY_HORSE = ready
+    if not pidfd:
+        monkeypatch.setattr(os, "pidfd_open", _no_pidfd)
     task = make_task(submissions_per_day=10)
     submission = submit(alice, task, fast_model())
     seen = tmp_path / "seen"
