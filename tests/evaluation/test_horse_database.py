@@ -20,6 +20,13 @@ from submissions.models import Submission
 from tests.evaluation.fleet_support import fast_model, nan_classifier, submit
 
 
+@pytest.fixture(params=[True, False], ids=["ready-horse", "forked-per-job"])
+def horses(request: pytest.FixtureRequest, settings: Any) -> bool:
+    """Both ways a worker gets a horse: its ready horse, or rq's fork once the job is taken."""
+    settings.EVAL_READY_HORSE = request.param
+    return bool(request.param)
+
+
 def _unreachable_database(monkeypatch: pytest.MonkeyPatch) -> None:
     """From now on a new connection to the database fails (in this process and in every process
     forked from it); the connection open already stays open and usable."""
@@ -31,20 +38,16 @@ def _unreachable_database(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("ready", [True, False], ids=["ready-horse", "forked-per-job"])
 def test_a_horse_scores_a_model_without_a_database_connection_of_its_own(
     run_worker: Any,
     queue: Any,
     alice: Any,
     make_task: Any,
-    settings: Any,
+    horses: bool,
     monkeypatch: pytest.MonkeyPatch,
-    ready: bool,
 ) -> None:
     """Its horses cannot reach the database at all here, yet every model is scored: the worker
-    claimed each submission and saved each result on its own connection, and took the results
-    out of Redis."""
-    settings.EVAL_READY_HORSE = ready
+    claimed each submission and saved each result on its own connection."""
     task = make_task(submissions_per_day=10)
     submissions = [submit(alice, task, fast_model()) for _ in range(3)]
     _unreachable_database(monkeypatch)
@@ -63,7 +66,7 @@ def test_a_horse_still_records_its_models_failure_itself(
     run_worker: Any, queue: Any, alice: Any, make_task: Any
 ) -> None:
     """A failure is rare and carries the horse's own traceback: the horse opens a connection and
-    writes it, as before, and leaves no result behind."""
+    writes it, as before, and sends no result."""
     task = make_task(submissions_per_day=10)
     broken = submit(alice, task, nan_classifier())
 
@@ -76,18 +79,15 @@ def test_a_horse_still_records_its_models_failure_itself(
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("ready", [True, False], ids=["ready-horse", "forked-per-job"])
 def test_when_the_workers_claim_fails_the_horse_claims_and_saves_as_before(
     run_worker: Any,
     queue: Any,
     alice: Any,
     make_task: Any,
-    settings: Any,
+    horses: bool,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
-    ready: bool,
 ) -> None:
-    settings.EVAL_READY_HORSE = ready
     task = make_task(submissions_per_day=10)
     submission = submit(alice, task, fast_model())
     worker_pid = os.getpid()
@@ -136,23 +136,20 @@ def _no_pidfd(pid: int) -> int:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "waitid-polling"])
-@pytest.mark.parametrize("ready", [True, False], ids=["ready-horse", "forked-per-job"])
 def test_the_score_is_saved_while_the_horse_still_finishes_its_job(
     run_worker: Any,
     queue: Any,
     alice: Any,
     make_task: Any,
-    settings: Any,
+    horses: bool,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
-    ready: bool,
     pidfd: bool,
 ) -> None:
     """The submitter's wait ends when the worker has the result, not once the horse has done
     rq's bookkeeping and exited: here the horse, in rq's success handling, waits up to 20 s for
     the row to say succeeded, and notes whether it did. Without pidfds the worker watches the
     horse by polling, without reaping it."""
-    settings.EVAL_READY_HORSE = ready
     if not pidfd:
         monkeypatch.setattr(os, "pidfd_open", _no_pidfd)
     task = make_task(submissions_per_day=10)
