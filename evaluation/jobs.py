@@ -1,7 +1,9 @@
 """rq jobs: thin wrappers that load rows, call the pure runner, and save through services.
 
 Runs in the work horse (a fresh fork per job), which is the only process that creates CUDA
-sessions.
+sessions. Under an ``EvaluationWorker`` the worker claims the submission and saves a success
+(``Claim``, ``ResultReader``), so the horse's own database connection is only for failures and
+progress; under a plain rq worker the job does both itself.
 """
 
 from __future__ import annotations
