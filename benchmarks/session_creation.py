@@ -44,7 +44,7 @@ def _one(warm: bool, model: bytes, batch_size: int, use_cuda: bool) -> tuple[flo
         try:
             device = replace(device_config("session-bench"), use_cuda=use_cuda)
             if warm:
-                ready_horse.warm_up(task_id=None, device=device)
+                ready_horse.warm_up(task=None, device=device)
             started = time.perf_counter()
             session = create_session(model, device)
             created = time.perf_counter()
