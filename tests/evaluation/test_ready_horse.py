@@ -98,7 +98,8 @@ def test_the_worker_keeps_its_database_connection_while_its_horses_use_their_own
     run_worker: Any, queue: Any, alice: Any, make_task: Any, settings: Any, ready: bool
 ) -> None:
     """The worker (this process: a burst worker) forks a horse per job; each horse leaves the
-    inherited connection alone and opens its own, so the worker's stays open and usable."""
+    inherited connection alone (opening its own only to record a failure or progress), so the
+    worker's stays open and usable: the worker claims and saves on it."""
     settings.EVAL_READY_HORSE = ready
     task = make_task(submissions_per_day=10)
     submissions = [submit(alice, task, fast_model()) for _ in range(3)]
