@@ -167,6 +167,12 @@ _result_fd: int | None = None
 _LENGTH = struct.Struct("!Q")
 
 
+def sends_result(claim: Claim | None) -> bool:
+    """Whether a horse given ``claim`` runs the model and sends its result to the worker (a claim
+    of a submission no longer queued is skipped; no claim: the horse claims and saves)."""
+    return claim is not None and claim.submission is not None
+
+
 def hand_claim(claim: Claim | None, result_fd: int | None) -> None:
     """In a horse (or in a worker just before it forks one): the worker's claim, and the write
     end of the pipe its result goes down."""

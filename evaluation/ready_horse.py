@@ -33,7 +33,7 @@ from django.conf import settings
 from onnx import TensorProto, helper, numpy_helper
 from redis import Redis
 
-from evaluation.jobs import Claim, dataset_preload, write_all
+from evaluation.jobs import Claim, dataset_preload
 from evaluation.measurement import Measurement
 from evaluation.queues import evaluation_redis
 from evaluation.runner import DeviceConfig, create_session
@@ -49,9 +49,6 @@ class ReadyHorse:
     pid: int
     write_fd: int  # the worker's end of the pipe; closed once the job is handed over
     result_fd: int  # the worker's end of the pipe the horse's result comes back on
-
-
-__all__ = ["Handover", "ReadyHorse", "write_all"]  # write_all: the worker writes the hand-over
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,8 @@ from evaluation.jobs import (
     prepare_before_fork,
     refresh_boards,
     save_handed_result,
+    sends_result,
+    write_all,
 )
 from evaluation.measurement import cpu_facts
 from evaluation.queues import detected_device, queue_name, worker_classes
@@ -347,7 +349,7 @@ class EvaluationWorker(Worker):
 
     def fork_work_horse(self, job: Job, queue: Queue) -> None:
         claim = self._claim_for_horse(job)
-        pipe = os.pipe() if claim is not None and claim.submission is not None else None
+        pipe = os.pipe() if sends_result(claim) else None
         hand_claim(claim, pipe[1] if pipe else None)  # the horse forked next inherits them
         try:
             super().fork_work_horse(job, queue)  # the horse leaves our connections
@@ -402,11 +404,10 @@ class EvaluationWorker(Worker):
                 handover.job_id, connection=self.connection, serializer=self.serializer
             )
             queue = next(q for q in self.queues if q.name == handover.queue_name)
-            claim = handover.claim
-            if claim is not None and claim.submission is not None:
-                hand_claim(claim, result_fd)
+            if sends_result(handover.claim):
+                hand_claim(handover.claim, result_fd)
             else:
-                hand_claim(claim, None)
+                hand_claim(handover.claim, None)
                 os.close(result_fd)
             execution = Execution(
                 handover.execution_id, job.id, self.connection, worker_name=self.name
@@ -435,13 +436,13 @@ class EvaluationWorker(Worker):
         claim = self._claim_for_horse(job)
         handover = ready_horse.Handover(job.id, queue.name, execution.id, claim)
         try:
-            ready_horse.write_all(ready.write_fd, handover.encode())
+            write_all(ready.write_fd, handover.encode())
         except OSError:  # it died just now: fork as rq does, for the same execution
             ready_horse.stop(ready)
             self.fork_work_horse(job, queue)  # announces the new horse
         else:
             os.close(ready.write_fd)
-            if claim is not None and claim.submission is not None:
+            if sends_result(claim):
                 self._results = ResultReader(ready.result_fd)
             else:
                 os.close(ready.result_fd)
@@ -542,9 +543,9 @@ class EvaluationWorker(Worker):
             result = job.latest_result()
             if result is not None and str(result.return_value or "").startswith("skipped"):
                 return
-            row = (
+            status = (
                 Submission.objects.filter(pk=submission_id, worker_name=self.name)
-                .values_list("status", "task_id")
+                .values_list("status", flat=True)
                 .first()
             )
         except StopRequested:
@@ -552,13 +553,6 @@ class EvaluationWorker(Worker):
         except Exception as exc:  # Redis or database trouble must not stop the worker
             log.warning("could not read the outcome of submission %s: %s", submission_id, exc)
             return
-        if row is None:
-            return
-        status, task_id = row
-        if self._last_task is None or self._last_task.pk != task_id:
-            self._last_task = (
-                Task.objects.select_related("current_dataset").filter(pk=task_id).first()
-            )
         if status == Submission.Status.SUCCEEDED:
             self.fleet_state.jobs_done += 1
         elif status == Submission.Status.FAILED:
