@@ -41,7 +41,7 @@ from evaluation.runner import (
     evaluate_session,
 )
 from submissions import services
-from submissions.leaderboard import BOARD_LAG_S, leaderboard_drain_stale
+from submissions.leaderboard import BOARD_LAG_S, DRAIN_WAIT_S, leaderboard_drain_stale
 from submissions.models import Submission, Task
 
 log = logging.getLogger(__name__)
@@ -386,15 +386,20 @@ def _refresh_boards() -> None:
 
 def refresh_boards(connection: Redis | None, queue: str | None) -> None:
     """The board refreshes owed after a job (``leaderboard.leaderboard_drain``): every pending
-    result when no other job waits in ``queue`` (its horses, the last at the latest, would
-    refresh them), else those pending longer than ``BOARD_LAG_S``. Results are committed
-    already: a failure here is logged, and recovery refreshes later. A stop request (rq raises
-    StopRequested in an idle worker) goes through; the refresh's transaction rolls back."""
+    result when no other job waits in ``queue``, waiting for another process's drain in flight
+    rather than leaving them to it; else, while its later jobs will refresh the rest, those
+    pending longer than ``BOARD_LAG_S`` (with whatever is pending beside them). Results are
+    committed already: a failure here is logged, and recovery refreshes later. A stop request
+    (rq raises StopRequested in an idle worker) goes through; the refresh's transaction rolls
+    back."""
     try:
         waiting = False
         if connection is not None and queue is not None:
             waiting = bool(connection.llen(Queue(queue, connection=connection).key))
-        leaderboard_drain_stale(older_than_s=BOARD_LAG_S if waiting else 0.0)
+        if waiting:
+            leaderboard_drain_stale(older_than_s=BOARD_LAG_S)
+        else:
+            leaderboard_drain_stale(older_than_s=0.0, look_again=True, wait_s=DRAIN_WAIT_S)
     except StopRequested:
         raise
     except Exception:

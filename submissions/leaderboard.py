@@ -6,7 +6,9 @@ the one exception, since it is the hot path: its transaction only records it as 
 refresh runs right after in a transaction of its own (``leaderboard_drain``). One process at a
 time drains a task's pending results, all of them in one refresh per entrant; while jobs wait in
 its queue a worker, after each job, leaves results younger than ``BOARD_LAG_S`` to the one after
-the queue's last job, so a burst of results costs a few refreshes, not one each. A result whose
+the queue's last job, and takes the older ones once without looking again for newer ones, so a
+burst of results costs a few refreshes, not one each; the queue's last job waits for a drain in
+flight rather than leave its result to it. A result whose
 process died before its refresh is drained by recovery; ``leaderboard_differences`` lists the
 pending results it sees.
 
@@ -27,7 +29,8 @@ Locks (PostgreSQL advisory locks, released at commit; keys are (task id, slot)):
   EXCLUSIVE writers of the chart cannot be in flight and the decision stands until commit;
   EXCLUSIVE to add a step or recompute the chart.
 - the drain, slot -3, a session lock (not released at commit): held by the one process that
-  refreshes the task's pending results; another finds it taken and leaves its own result to it.
+  refreshes the task's pending results; another finds it taken and leaves its own result to it
+  (the queue's last job waits for it instead: ``leaderboard_drain``'s ``wait_s``).
 
 Every write also bumps the board's version (``submissions.board_cache``), when it writes and once
 the transaction commits: cached board fragments and ETags are keyed on it.
@@ -415,6 +418,10 @@ DRAIN_BUDGET_S = 5.0  # one process drains this long at most, then leaves the re
 # only the results pending longer than this, and after the queue's last job all of them: a burst of
 # results costs a few refreshes, not one each, and its board is at most about this late.
 BOARD_LAG_S = 1.0
+DRAIN_LOOK_S = 0.01  # how often a drain that waits for the lock looks again
+# How long the queue's last job waits for another process's drain: one drain runs at most
+# DRAIN_BUDGET_S and then lets go.
+DRAIN_WAIT_S = DRAIN_BUDGET_S + 1.0
 
 
 def _pending(task_id: int) -> models.QuerySet[LeaderboardPending]:
@@ -426,13 +433,20 @@ def leaderboard_result_pending(*, task_id: int, submission_id: int) -> None:
     LeaderboardPending.objects.create(task_id=task_id, submission_id=submission_id)
 
 
-def _try_drain_lock(task_id: int) -> bool:
-    """Whether this process may drain the task now (SQLite: always; it writes one at a time)."""
+def _try_drain_lock(task_id: int, wait_s: float = 0.0) -> bool:
+    """Whether this process may drain the task now (SQLite: always; it writes one at a time).
+    ``wait_s``: how long to wait for a process that holds it (looked at every few ms)."""
     if connection.vendor != "postgresql":
         return True
+    deadline = time.monotonic() + wait_s
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [task_id, _DRAIN_SLOT])
-        return bool(cursor.fetchone()[0])
+        while True:
+            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [task_id, _DRAIN_SLOT])
+            if cursor.fetchone()[0]:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(DRAIN_LOOK_S)
 
 
 def _drain_unlock(task_id: int) -> None:
@@ -454,18 +468,32 @@ def _drain_batch(task_id: int) -> int:
         return len(batch)
 
 
-def leaderboard_drain(*, task_id: int, budget_s: float = DRAIN_BUDGET_S) -> int:
+def leaderboard_drain(
+    *,
+    task_id: int,
+    budget_s: float = DRAIN_BUDGET_S,
+    look_again: bool = True,
+    wait_s: float = 0.0,
+) -> int:
     """Refresh the board for the task's pending results; how many this call covered.
 
-    Only one process drains a task at a time (the drain lock): one that finds it taken returns
-    at once, and the holder covers its result too. No result is left behind: the holder looks
-    for pending rows again after it lets go of the lock, and any result committed before another
-    process failed to take the lock is committed before that release, so that look sees it. Only
-    a drain that runs past ``budget_s`` (a flood of results) leaves the rest to the next result
-    of the task, or to recovery."""
+    Only one process drains a task at a time (the drain lock): one that finds it taken waits
+    up to ``wait_s`` for it, then returns, and the holder covers its result too. No result is
+    left behind: the holder looks for pending rows again after it lets go of the lock
+    (``look_again``), and any result committed before another process failed to take the lock is
+    committed before that release, so that look sees it. Only a drain that runs past
+    ``budget_s`` (a flood of results) leaves the rest to the next result of the task, or to
+    recovery.
+
+    ``look_again=False`` is a worker's drain while more jobs wait in its queue
+    (``leaderboard_drain_stale``): it refreshes what is pending when it takes the lock, in
+    batches, and stops. Looking again there made a worker chase the other workers' results
+    one refresh each (a refresh outlasts a small model's job) until its budget ran out, while
+    it ran no job: the later jobs' drains cover those, and the queue's last job drains with
+    ``wait_s``, so it is never the one left behind."""
     deadline = time.monotonic() + budget_s
     done = 0
-    while _try_drain_lock(task_id):
+    while _try_drain_lock(task_id, wait_s):
         try:
             while count := _drain_batch(task_id):
                 done += count
@@ -475,20 +503,27 @@ def leaderboard_drain(*, task_id: int, budget_s: float = DRAIN_BUDGET_S) -> int:
                     break
         finally:
             _drain_unlock(task_id)
-        if time.monotonic() >= deadline or not _pending(task_id).exists():
+        if not look_again or time.monotonic() >= deadline or not _pending(task_id).exists():
             break
     return done
 
 
-def leaderboard_drain_stale(*, older_than_s: float) -> dict[int, int]:
+def leaderboard_drain_stale(
+    *, older_than_s: float, look_again: bool = False, wait_s: float = 0.0
+) -> dict[int, int]:
     """Drain every task with a result pending longer than ``older_than_s``: a worker's part
-    after each job (0: every pending result; ``BOARD_LAG_S`` in a burst), and
-    recovery's (a process died between its result and the refresh). The task id → results
-    covered."""
+    after each job (``BOARD_LAG_S`` while jobs wait in its queue; after the queue's last job 0,
+    ``look_again`` and ``wait_s``: every pending result, its own included, even when another
+    process holds the drain), and recovery's (a process died between its result and the
+    refresh). Each task's drain takes every result pending when it starts, fresh ones too (one
+    refresh for all, ``leaderboard_drain``). The task id → results covered."""
     cutoff = timezone.now() - timedelta(seconds=older_than_s)
     tasks = (
         LeaderboardPending.objects.filter(created_at__lt=cutoff)
         .values_list("task_id", flat=True)
         .distinct()
     )
-    return {task_id: leaderboard_drain(task_id=task_id) for task_id in sorted(set(tasks))}
+    return {
+        task_id: leaderboard_drain(task_id=task_id, look_again=look_again, wait_s=wait_s)
+        for task_id in sorted(set(tasks))
+    }

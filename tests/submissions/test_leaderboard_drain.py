@@ -267,3 +267,67 @@ def test_the_queues_last_job_refreshes_the_board_even_when_its_own_model_fails(
     assert not LeaderboardPending.objects.exists()
     assert _names(task) == ["alice"]
     assert_in_step(task)
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_drain_that_does_not_look_again_leaves_a_result_committed_during_it_to_the_next(
+    make_task: Any, alice: Any, bob: Any
+) -> None:
+    """A worker's drain while jobs wait in its queue takes what is pending and stops: it does
+    not chase the results other workers commit meanwhile, one refresh each."""
+    task = make_task()
+    first, second = running(task, alice), running(task, bob)
+    assert submission_succeed(submission_id=first.pk, result=result(0.6), drain=False)
+    covered: list[int] = []
+
+    def drain() -> None:  # its own connection: another worker
+        try:
+            covered.append(leaderboard_drain(task_id=task.pk, look_again=False))
+        finally:
+            connection.close()
+
+    # The drain reads alice's pending result, then blocks on her entrant's lock (held here).
+    with _Holder("SELECT pg_advisory_xact_lock(%s, %s)", [task.pk, _entrant_slot(f"u{alice.pk}")]):
+        drainer = threading.Thread(target=drain)
+        drainer.start()
+        _wait_until(_drain_taken(task.pk))
+        assert submission_succeed(submission_id=second.pk, result=result(0.9), drain=False)
+    drainer.join(30)
+    assert covered == [1]
+    assert list(LeaderboardPending.objects.values_list("submission_id", flat=True)) == [second.pk]
+    assert _names(task) == ["alice"]
+
+    assert leaderboard_drain(task_id=task.pk) == 1  # the next drain covers it
+    assert _names(task) == ["bob", "alice"]
+    assert_in_step(task)
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_the_queues_last_job_waits_for_a_drain_in_flight_instead_of_leaving_its_result(
+    make_task: Any, alice: Any, queue: Any
+) -> None:
+    """After the queue's last job the worker's refresh waits for another process's drain (which
+    may not look again) and then covers its result itself; while jobs wait it does not wait,
+    even for a result past the lag."""
+    task = make_task()
+    mine = running(task, alice)
+    assert submission_succeed(submission_id=mine.pk, result=result(0.7), drain=False)
+    with _Holder("SELECT pg_advisory_lock(%s, %s)", [task.pk, DRAIN_SLOT]) as holder:
+        LeaderboardPending.objects.update(created_at=timezone.now() - timedelta(seconds=10))
+        queue.enqueue("builtins.print")  # a job waits: the drain is taken, the refresh goes on
+        started = time.monotonic()
+        jobs.refresh_boards(queue.connection, queue.name)
+        assert time.monotonic() - started < 1.0
+        assert LeaderboardPending.objects.filter(submission=mine).exists()
+
+        queue.empty()  # the last job: it waits until the holder lets go of the drain
+        letting_go = threading.Timer(0.5, holder.release.set)
+        letting_go.start()
+        started = time.monotonic()
+        jobs.refresh_boards(queue.connection, queue.name)
+        assert time.monotonic() - started >= 0.4
+    assert not LeaderboardPending.objects.exists()
+    assert _names(task) == ["alice"]
+    assert_in_step(task)
