@@ -18,6 +18,7 @@ from django.conf import settings as django_settings
 from rq.exceptions import StopRequested
 
 from evaluation import heartbeat
+from evaluation import worker as worker_module
 from evaluation.queues import online_classes
 from evaluation.worker import EvaluationWorker
 from submissions.services import submission_create
@@ -98,6 +99,35 @@ def test_heartbeats_are_throttled_to_the_interval_unless_forced(
     worker.publish_heartbeat()
 
     assert queue.connection.llen(heartbeat.history_key("hb-worker")) == 1
+
+
+def test_rqs_heartbeats_close_together_are_one_unless_one_asks_for_a_longer_life(
+    worker: EvaluationWorker, queue: Any, monkeypatch: Any
+) -> None:
+    """rq's loop sends its heartbeat before and after every dequeue and after every job: the
+    worker's key lives minutes, so those within ``HEARTBEAT_COALESCE_S`` of one that kept it
+    alive as long are not sent again."""
+    connection = queue.connection
+
+    def last_heartbeat() -> bytes:
+        value: bytes = connection.hget(worker.key, "last_heartbeat")
+        return value
+
+    worker.heartbeat()
+    first = last_heartbeat()
+    assert connection.ttl(worker.key) > worker.worker_ttl  # worker_ttl + 60, as rq gives it
+    connection.expire(worker.key, 30)  # so that a heartbeat sent again shows
+    time.sleep(0.01)
+    worker.heartbeat()  # coalesced: nothing sent
+    assert last_heartbeat() == first and connection.ttl(worker.key) <= 30
+
+    worker.heartbeat(worker.worker_ttl + 600)  # a longer life is always sent
+    assert last_heartbeat() != first and connection.ttl(worker.key) > worker.worker_ttl + 60
+
+    monkeypatch.setattr(worker_module, "HEARTBEAT_COALESCE_S", 0.0)
+    connection.expire(worker.key, 30)
+    worker.heartbeat()  # past the window: sent
+    assert connection.ttl(worker.key) > 30
 
 
 def test_a_state_change_between_samples_is_published_at_once_without_reading_nvml_again(
