@@ -4,7 +4,8 @@ Django builds and compiles a queryset's SQL on every execution. For most reads t
 part of their time; for a few on the hot path it is most of it: the upload's one read of the
 entrant's submissions (seven filtered aggregates) took 12 ms of the web process's CPU per upload
 on the 2-core box, where PostgreSQL answers it in about 1.5 ms; the worker's fair-order query
-took 6 ms per dequeue, twice what PostgreSQL spends on it.
+took 6 ms per dequeue, twice what PostgreSQL spent on it (it is plain SQL now, submissions/
+turns.py, for a shape the ORM cannot write).
 
 ``CompiledRead`` runs such a read through the ORM once per shape with sentinel values standing
 for the caller's, and records the statement Django sent (``connection.execute_wrapper``, the

@@ -16,7 +16,6 @@ from submissions import quotas
 from submissions.compiled import CompiledRead
 from submissions.models import Submission
 from submissions.teams import team_create
-from submissions.turns import fair_order, next_candidates
 from tests.submissions.test_quota import stored
 
 pytestmark = pytest.mark.django_db
@@ -125,27 +124,6 @@ def test_a_value_django_derives_from_a_sentinel_is_refused() -> None:
     equal = CompiledRead(orm_read, sentinels={"name": "same", "other": "same"})
     with pytest.raises(ValueError, match="two sentinels are equal"):
         equal({"name": "x", "other": "x"})
-
-
-def test_the_fair_order_read_gives_what_the_orm_gives_for_any_classes(
-    alice: Any, bob: Any, make_task: Any
-) -> None:
-    cpu_task = make_task()
-    gpu_task = make_task(slug="gpu-digits", requires_gpu=True)
-    for task in (cpu_task, gpu_task, cpu_task):
-        for user in (alice, bob, alice):
-            stored(task, user, status=Status.QUEUED)
-    stored(gpu_task, bob, status=Status.RUNNING)
-
-    for classes in (["cpu"], ["gpu"], ["cpu", "gpu"], ["gpu", "cpu"], ["other"]):
-        for limit in (1, 8):
-            orm = fair_order(classes=classes).values_list(
-                "id", "job_id", "task__device_class__slug"
-            )
-            expected = list(orm[:limit])
-            assert next_candidates(classes=classes, limit=limit) == expected
-            queued = {"cpu": 6, "gpu": 3, "other": 0}
-            assert len(expected) == min(limit, sum(queued[name] for name in classes))
 
 
 def _fields(instance: Any) -> dict[str, Any]:

@@ -128,7 +128,7 @@ def test_re_scores_queue_behind_new_uploads_and_cost_no_quota(
     w, b = np.zeros((64, 10)), np.zeros(10)
     upload = submission_create(user=alice, task=task, upload=onnx_upload(linear_classifier(w, b)))
     theirs = submission_create(user=bob, task=task, upload=onnx_upload(linear_classifier(w, b)))
-    order = list(fair_order(classes=[task.device_class_slug]).values_list("pk", flat=True))
+    order = [row[0] for row in fair_order(classes=[task.device_class_slug])]
     assert order.index(upload.pk) < order.index(ranked.pk)
     assert order.index(theirs.pk) < order.index(ranked.pk)
     assert task_rescoring_count(task=Task.objects.get(pk=task.pk)) == 1
