@@ -44,7 +44,7 @@ RERUN_PRIORITY = 10
 # entrant (``latest``, materialized so that PostgreSQL cannot fold the look-up back into the
 # outer rows) and joined back: 4 ms and 20-21 ms (benchmarks/fair_order.py). Teams are negated
 # entrants, so a team never meets a user of the same id. Plain SQL that PostgreSQL and SQLite
-# (3.35+) both run: Django has no common table expressions.
+# both run: Django has no common table expressions.
 _FAIR_ORDER_SQL = """
 WITH queued AS (
     SELECT s.id, s.job_id, t.device_class_id AS device_class, s.priority, s.is_baseline,
@@ -54,7 +54,7 @@ WITH queued AS (
     JOIN submissions_task t ON t.id = s.task_id
     WHERE s.status = %s AND t.device_class_id IN ({classes})
 ),
-latest AS MATERIALIZED (
+latest AS {materialized}(
     SELECT e.entrant, CASE WHEN e.entrant < 0 THEN (
         SELECT u.started_at FROM submissions_submission u
         JOIN submissions_task ut ON ut.id = u.task_id
@@ -85,7 +85,11 @@ ORDER BY o.priority DESC, o.is_baseline DESC, o.turn ASC, l.started_at ASC NULLS
 
 
 def _fair_order_statement(classes: Sequence[str], limit: int | None) -> tuple[str, list[Any]]:
-    sql = _FAIR_ORDER_SQL.format(classes=", ".join(["%s"] * len(classes)))
+    # The hint is PostgreSQL's to need; SQLite before 3.35 (Django allows 3.31) would refuse it.
+    materialized = "MATERIALIZED " if connection.vendor == "postgresql" else ""
+    sql = _FAIR_ORDER_SQL.format(
+        classes=", ".join(["%s"] * len(classes)), materialized=materialized
+    )
     params: list[Any] = [Status.QUEUED.value, *classes, *classes, *classes]
     if limit is not None:
         sql += "LIMIT %s"
