@@ -107,11 +107,19 @@ def test_the_fair_order_follows_the_rules_for_any_classes() -> None:
 
 
 @pytest.mark.usefixtures("mixed_queue")
-def test_queue_positions_are_places_in_the_fair_order() -> None:
-    expected = rules_order(["gpu"])
-    ours = list(Submission.objects.filter(pk__in=expected[::3]).select_related("task"))
+def test_queue_positions_are_places_in_each_classs_fair_order() -> None:
+    cpu, gpu = rules_order(["cpu"]), rules_order(["gpu"])
+    asked = [*cpu[::3], *gpu[1::2]]
+    done = Submission.objects.exclude(status=Status.QUEUED).first()
+    assert done is not None
+    ours = list(Submission.objects.filter(pk__in=[*asked, done.pk]).select_related("task"))
+
     positions = turns.queue_positions(submissions=ours)
-    assert positions == {pk: expected.index(pk) + 1 for pk in expected[::3]}
+
+    expected = {pk: cpu.index(pk) + 1 for pk in cpu[::3]}
+    expected |= {pk: gpu.index(pk) + 1 for pk in gpu[1::2]}
+    assert positions == expected  # a submission that is not queued has no place
+    assert turns.queue_positions(submissions=[]) == {}
 
 
 def _subplan_loops(plan: dict[str, Any]) -> Iterator[int]:
