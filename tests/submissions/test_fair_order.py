@@ -2,7 +2,8 @@
 the module's docstring written out in Python, on a mix of entrants (users, teams, operator
 re-runs, baselines, re-scores, two device classes, entrants who never started), on this run's
 database (PostgreSQL in CI, SQLite embedded). On PostgreSQL, an entrant's latest start is looked
-up once per entrant, not once per queued submission: that was 872 ms a pick with 2,099 queued."""
+up once per entrant, not once per queued submission: that was 880-885 ms a pick with 2,099
+queued (benchmarks/fair_order.py)."""
 
 from __future__ import annotations
 
