@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
+
+from benchmarks.timer import median_ms
 
 TASK_SLUG = "bench-fair-order"
 
@@ -47,16 +46,6 @@ def _rows(task: Any, users: list[Any], burst: int, history: int) -> list[Any]:
     for i, user in enumerate(users[1:]):
         rows.append(row(user, f"q{i}", status="queued", created_at=now, job_id=f"q{i}"))
     return rows
-
-
-def _median_ms(fn: Callable[[], Any], repeats: int) -> float:
-    fn()  # the first call pays the connection's and the statement's set-up
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return round(statistics.median(times) * 1000, 2)
 
 
 def _cleanup() -> None:
@@ -114,10 +103,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     "statistics": stats,
                     "queued": args.burst + args.entrants - 1,
                     "entrants": args.entrants,
-                    "next_candidates_ms": _median_ms(
+                    "next_candidates_ms": median_ms(
                         lambda: next_candidates(classes=classes), args.repeats
                     ),
-                    "queue_position_ms": _median_ms(
+                    "queue_position_ms": median_ms(
                         lambda: queue_positions(submissions=[last]), max(3, args.repeats // 5)
                     ),
                 }

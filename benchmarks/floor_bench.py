@@ -31,12 +31,12 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from benchmarks import cpu_account, queue_latency
 from benchmarks.queue_latency import Workers, _submit, _variants, _wait_scored
+from benchmarks.timer import seconds
 
 FLOOR_QUEUE = "bench-floor"
 MINIMAL_TIMING = {"min_time_s": 0.0, "min_batches": 1, "passes": 1}
@@ -106,12 +106,6 @@ def _same_score(submission_id: int, floor_scores: dict[str, float]) -> None:
         raise RuntimeError(f"floor {floor_scores['public']}, ours {ours}: not the same work")
 
 
-def _timed(fn: Callable[[], None]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def latency_round(client: Any, task: Any, floor: Floor, model: bytes, count: int) -> dict[str, Any]:
     """p50 of ``count`` one-at-a-time submissions to ours and to the floor, interleaved."""
     samples: dict[str, list[float]] = {"ours": [], "floor": [], "upload": [], "upload_cpu": []}
@@ -129,7 +123,7 @@ def latency_round(client: Any, task: Any, floor: Floor, model: bytes, count: int
             "floor": lambda v=variant: floor.wait([floor.submit(v)]),
         }
         for name in ("ours", "floor") if i % 2 == 0 else ("floor", "ours"):
-            samples[name].append(_timed(contestants[name]))
+            samples[name].append(seconds(contestants[name]))
             time.sleep(0.2)  # each worker back to idle (its blocking dequeue)
     ours_p50, base = statistics.median(samples["ours"]), statistics.median(samples["floor"])
     return {
@@ -165,7 +159,7 @@ def burst_round(
     turns = [("ours", ours), ("floor", base)]
     for name, fn in turns if ours_first else turns[::-1]:
         before = cpu_account.snapshot(pids[name])
-        rates[name] = count / _timed(fn)
+        rates[name] = count / seconds(fn)
         cpu[name] = cpu_account.per_model(before, cpu_account.snapshot(pids[name]), count)
         time.sleep(0.5)
     ratio = rates["ours"] / rates["floor"]

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.timer import seconds
+
 ROOT = Path(__file__).resolve().parent.parent
 TASK_SLUG = "bench-digits"
 FINAL = ("succeeded", "failed", "cancelled")
@@ -210,9 +212,7 @@ def latency_run(client: Any, task: Any, model: bytes, count: int) -> float:
     """p50 in seconds of ``count`` one-at-a-time submissions to an idle worker."""
     latencies = []
     for variant in _variants(model, count):
-        start = time.perf_counter()
-        _wait_scored([_submit(client, task, variant)])
-        latencies.append(time.perf_counter() - start)
+        latencies.append(seconds(lambda v=variant: _wait_scored([_submit(client, task, v)])))
         time.sleep(0.2)  # the worker goes back to idle (its blocking dequeue)
     return statistics.median(latencies)
 
@@ -220,10 +220,11 @@ def latency_run(client: Any, task: Any, model: bytes, count: int) -> float:
 def throughput_run(client: Any, task: Any, model: bytes, count: int) -> float:
     """Submissions scored per second for a burst of ``count``."""
     variants = _variants(model, count)
-    start = time.perf_counter()
-    ids = [_submit(client, task, variant) for variant in variants]
-    _wait_scored(ids, poll_s=0.02)
-    return count / (time.perf_counter() - start)
+
+    def burst() -> None:
+        _wait_scored([_submit(client, task, variant) for variant in variants], poll_s=0.02)
+
+    return count / seconds(burst)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

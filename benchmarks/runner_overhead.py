@@ -22,12 +22,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import onnxruntime as ort
 
+from benchmarks.timer import seconds
 from evaluation.metrics import compute_family
 from evaluation.runner import CUDA, Dataset, DeviceConfig, create_session, predict
 from evaluation.spec import TaskSpec
@@ -112,12 +112,6 @@ def bare_loop(
     return np.concatenate(outputs[warmup:])[: len(inputs)]
 
 
-def _seconds(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def measure(work: Workload, device: DeviceConfig, budget_s: float) -> dict[str, object]:
     """Rounds of runner, bare loop and a second bare loop (the noise control), in rotating order,
     for about ``budget_s`` seconds and at least 7 rounds."""
@@ -134,10 +128,10 @@ def measure(work: Workload, device: DeviceConfig, budget_s: float) -> dict[str, 
     deadline = time.monotonic() + budget_s
     while len(rounds) < 7 or time.monotonic() < deadline:
         order = order[1:] + order[:1]  # each goes first, second and third in turn
-        rounds.append({name: _seconds(contestants[name]) for name in order})
+        rounds.append({name: seconds(contestants[name]) for name in order})
     preds = predict(session, inputs, work.spec, device)
     assert np.array_equal(preds, bare_loop(session, inputs, size, device.warmup_runs))
-    scoring_s = _seconds(lambda: compute_family(work.spec.metric, preds, work.data.targets))
+    scoring_s = seconds(lambda: compute_family(work.spec.metric, preds, work.data.targets))
     return {
         "workload": work.name,
         "provider": session.get_providers()[0],
