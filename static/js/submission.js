@@ -19,8 +19,17 @@
     place.hidden = !queue;  // started (or no longer queued): no place to show
     if (!queue) return;
     setText("[data-queue-number]", queue.position);
+    // One of two sentences holds: no worker of the class is online, or one is and the class has
+    // run something lately (an estimate); neither while a worker is online but nothing has run.
+    show("[data-waiting-for-device]", queue.waiting_for_device);
+    show("[data-estimated-start]", !queue.waiting_for_device && !!queue.estimated_start);
     if (queue.estimated_wait_s !== null) setText("[data-wait-s]", Math.round(queue.estimated_wait_s));
+    // The API's times are UTC ISO 8601 (TIME_ZONE = "UTC"), as the page's "UTC" label says.
     if (queue.estimated_start) setText("[data-start-time]", queue.estimated_start.slice(11, 16));
+  }
+  function show(selector, visible) {
+    var node = place.querySelector(selector);
+    if (node) node.hidden = !visible;
   }
   function tick() {
     fetch(live.dataset.api, { credentials: "same-origin", headers: { Accept: "application/json" } })
