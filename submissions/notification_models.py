@@ -36,6 +36,9 @@ class Webhook(models.Model):
         return self.active and bool(getattr(self, f"on_{status}", False))
 
 
+ONE_PER_RUN = "one_notification_per_submission_run"  # the conflict a notification insert skips
+
+
 class Notification(models.Model):
     """A submission run reached a final status; at most one row per (submission, run)."""
 
@@ -56,11 +59,7 @@ class Notification(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["submission", "run"], name="one_notification_per_submission_run"
-            )
-        ]
+        constraints = [models.UniqueConstraint(fields=["submission", "run"], name=ONE_PER_RUN)]
 
     def __str__(self) -> str:
         return f"submission {self.submission_id} run {self.run}: {self.status}"

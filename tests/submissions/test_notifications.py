@@ -86,18 +86,43 @@ def test_a_second_record_of_the_same_run_is_refused_and_the_transaction_carries_
     make_task: Any, carol: Any
 ) -> None:
     """The record is inserted without a look first: the unique constraint refuses a second one
-    for the run inside a savepoint, so the status change around it still commits."""
-    from django.db import transaction
+    for the run (ON CONFLICT DO NOTHING: one statement each, no savepoint), so the status change
+    around it still commits."""
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
 
     from submissions.notifications import notification_record
 
     submission = running(make_task(), carol)
-    with transaction.atomic():
-        first = notification_record(submission_id=submission.pk)
-        second = notification_record(submission_id=submission.pk, status="failed", run=1)
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        first = notification_record(submission_id=submission.pk, status="failed", run=1)
+        second = notification_record(submission_id=submission.pk, status="cancelled", run=1)
         Submission.objects.filter(pk=submission.pk).update(error_message="still writable")
     assert first is not None and second is None
-    assert Notification.objects.get().status == "running"  # as the row said: the first one's
+    assert Notification.objects.get().pk == first.pk
+    assert Notification.objects.get().status == "failed"  # the first one's
+    assert Submission.objects.get(pk=submission.pk).error_message == "still writable"
+    statements = [q["sql"].split()[0].upper() for q in queries.captured_queries]
+    assert statements == ["INSERT", "INSERT", "UPDATE"]  # no SAVEPOINT, RELEASE or rollback
+
+
+def test_without_insert_returning_a_savepoint_refuses_the_second_record(
+    make_task: Any, carol: Any, monkeypatch: Any
+) -> None:
+    """A database that cannot return rows from an insert (SQLite before 3.35, which Django
+    allows) takes the savepoint path: the same outcome, three statements more."""
+    from django.db import connection, transaction
+
+    from submissions.notifications import notification_record
+
+    monkeypatch.setattr(type(connection.features), "can_return_rows_from_bulk_insert", False)
+    submission = running(make_task(), carol)
+    with transaction.atomic():
+        first = notification_record(submission_id=submission.pk, status="failed", run=1)
+        second = notification_record(submission_id=submission.pk, status="cancelled", run=1)
+        Submission.objects.filter(pk=submission.pk).update(error_message="still writable")
+    assert first is not None and second is None
+    assert Notification.objects.get().pk == first.pk
     assert Submission.objects.get(pk=submission.pk).error_message == "still writable"
 
 
