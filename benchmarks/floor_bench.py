@@ -11,6 +11,9 @@ watchdog, heartbeat), the result and the leaderboard read models written back.
   scored; the ratio of the two p50s of the run.
 - a burst of ``--burst`` distinct models with two workers of each, ours and the floor in turn
   (which goes first alternating by run); scored per second, and the ratio.
+- the same burst queued first: every upload (or the floor's model file) made before the clock
+  starts, then all released at once to the idle workers: the evaluation alone, without the
+  uploads' CPU beside the workers on the same cores (``queued_burst_round``).
 - the runner against a bare loop that passes one ``RunOptions`` (what an evaluator that can stop
   a run needs), from ``benchmarks/runner_overhead.py``, digits and conv.
 
@@ -65,12 +68,24 @@ class Floor:
         self.count = 0
 
     def submit(self, model: bytes) -> Any:
+        func, args = self._job(self.write(model))
+        return self.queue.enqueue(func, *args)
+
+    def write(self, model: bytes) -> Path:
+        """The model's file, as our upload stores one; not yet a job."""
         self.count += 1
         path = self.dir / f"model-{self.count}.onnx"
         path.write_bytes(model)
-        return self.queue.enqueue(
-            "benchmarks.floor_job.score", str(path), str(self.dataset), self.batch_size
-        )
+        return path
+
+    def enqueue_all(self, paths: list[Path]) -> list[Any]:
+        """A job for each written model, all in one pipeline (``write`` first)."""
+        from rq import Queue
+
+        return self.queue.enqueue_many([Queue.prepare_data(*self._job(p)) for p in paths])
+
+    def _job(self, path: Path) -> tuple[str, tuple[Any, ...]]:
+        return "benchmarks.floor_job.score", (str(path), str(self.dataset), self.batch_size)
 
     @staticmethod
     def wait(jobs: list[Any], poll_s: float = 0.002, timeout_s: float = 600) -> None:
@@ -166,6 +181,56 @@ def burst_round(
     return {**rates, "ratio": ratio, "cpu": cpu, "load": os.getloadavg()[0]}
 
 
+class _Release:
+    """The moment a queued burst is let go: the clock, and each process group's CPU, from it."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids, self.at, self.cpu = pids, 0.0, cpu_account.snapshot(pids)
+
+    def __call__(self) -> None:
+        self.at, self.cpu = time.perf_counter(), cpu_account.snapshot(self.pids)
+
+
+def queued_burst_round(
+    client: Any,
+    task: Any,
+    floor: Floor,
+    model: bytes,
+    count: int,
+    ours_first: bool,
+    pids: dict[str, list[int]],
+) -> dict[str, Any]:
+    """Scored per second once ``count`` models wait in the queue, with both sides' workers idle:
+    the evaluation alone. Every upload (ours) or model file (the floor's) is made first, then all
+    are released at once and the clock starts: ours by the one commit around the uploads, whose
+    after-commit hooks enqueue them (the workers see no row before it), the floor's by one
+    pipeline of jobs. The plain burst pays the uploads beside the workers, on the same cores."""
+    from django.db import transaction
+
+    def ours(release: _Release) -> None:
+        variants = _variants(model, count)
+        with transaction.atomic():
+            ids = [_submit(client, task, v) for v in variants]
+            release()
+        _wait_scored(ids, poll_s=0.02)
+
+    def base(release: _Release) -> None:
+        paths = [floor.write(v) for v in _variants(model, count)]
+        release()
+        floor.wait(floor.enqueue_all(paths), poll_s=0.02)
+
+    rates, cpu = {}, {}
+    turns = [("ours", ours), ("floor", base)]
+    for name, fn in turns if ours_first else turns[::-1]:
+        release = _Release(pids[name])
+        fn(release)
+        rates[name] = count / (time.perf_counter() - release.at)
+        cpu[name] = cpu_account.per_model(release.cpu, cpu_account.snapshot(pids[name]), count)
+        time.sleep(0.5)
+    ratio = rates["ours"] / rates["floor"]
+    return {**rates, "ratio": ratio, "cpu": cpu, "load": os.getloadavg()[0]}
+
+
 def runner_rows(seconds: float) -> list[dict[str, Any]]:
     from benchmarks import runner_overhead
     from evaluation.runner import DeviceConfig
@@ -178,10 +243,9 @@ def _figures(values: list[float], fmt: str) -> str:
     return ", ".join(fmt.format(v) for v in values)
 
 
-def queue_rounds(
-    args: argparse.Namespace,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
-    """The latency and burst runs, ours and the floor interleaved; the floor's job count."""
+def queue_rounds(args: argparse.Namespace) -> dict[str, Any]:
+    """The latency, burst and queued-burst runs, ours and the floor interleaved; the floor's
+    job count."""
     from django.conf import settings
 
     user, task, model = queue_latency._fixtures()
@@ -195,7 +259,7 @@ def queue_rounds(
     with task.dataset.open("rb") as stored:
         dataset.write_bytes(stored.read())
     floor = Floor(logs / "floor", dataset, task.batch_size)
-    latency, burst = [], []
+    latency, burst, queued = [], [], []
     try:
         with Workers(1, logs), floor_workers(1, logs):
             # Warm both paths once, and check that the floor does the same work: same score.
@@ -212,16 +276,20 @@ def queue_rounds(
                 burst.append(
                     burst_round(client, task, floor, model, args.burst, run % 2 == 0, pids)
                 )
+            for run in range(args.runs):
+                queued.append(
+                    queued_burst_round(client, task, floor, model, args.burst, run % 2 == 1, pids)
+                )
     finally:
         queue_latency._cleanup()
         floor.cleanup()
-    return latency, burst, floor.count
+    return {"latency": latency, "burst": burst, "queued": queued, "floor_jobs": floor.count}
 
 
-def _print_cpu(burst: list[dict[str, Any]]) -> None:
-    """The burst's CPU per model by process group, each side's runs' medians."""
+def _print_cpu(burst: list[dict[str, Any]], which: str) -> None:
+    """A burst's CPU per model by process group, each side's runs' medians."""
     groups = list(burst[0]["cpu"]["ours"])
-    print("\nCPU per model in the burst, ms (median of the runs; the workers' figure includes")
+    print(f"\nCPU per model in {which}, ms (median of the runs; the workers' figure includes")
     print("their work horses, the workers' own is without them):\n")
     print("| | " + " | ".join(groups) + " |")
     print("|---" * (len(groups) + 1) + "|")
@@ -244,15 +312,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     queue_latency._setup_django()
     from django.db import connection
 
-    latency: list[dict[str, Any]] = []
-    burst: list[dict[str, Any]] = []
-    floor_jobs = 0
+    rounds: dict[str, Any] = {"latency": [], "burst": [], "queued": [], "floor_jobs": 0}
     if connection.vendor == "sqlite":
         # SQLite lets one writer at a time: several workers saving results would measure its
         # lock, or stop with "database is locked". The runner rows need no database.
         print("Submission rows skipped: set DATABASE_URL to PostgreSQL (and REDIS_URL).\n")
     else:
-        latency, burst, floor_jobs = queue_rounds(args)
+        rounds = queue_rounds(args)
+    latency, burst, queued = rounds["latency"], rounds["burst"], rounds["queued"]
     runner = runner_rows(args.runner_seconds)
 
     print(f"Ours with the {args.timing} timing phase; {args.runs} runs, interleaved.\n")
@@ -274,6 +341,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"| **{statistics.median(r['ratio'] for r in burst):.2f}×** | ≥ 0.7× |"
         )
         print(
+            f"| the same burst queued first (evaluation only: no upload beside the workers) "
+            f"| {_figures([r['ours'] for r in queued], '{:.1f}/s')} "
+            f"| {_figures([r['floor'] for r in queued], '{:.1f}/s')} "
+            f"| {_figures([r['ratio'] for r in queued], '{:.2f}×')} "
+            f"| **{statistics.median(r['ratio'] for r in queued):.2f}×** | — |"
+        )
+        print(
             f"| upload: the API view's time for each of ours, p50 "
             f"| {_figures([r['upload'] * 1000 for r in latency], '{:.1f} ms')} | — | — "
             f"| **{statistics.median(r['upload'] for r in latency) * 1000:.1f} ms** | ≤ 15 ms |"
@@ -290,10 +364,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"(control {row['control']:.3f}×) | **{row['ratio']:.3f}×** | {target} |"
         )
     if burst:
-        _print_cpu(burst)
-    loads = [r["load"] for r in latency + burst]
+        _print_cpu(burst, "the burst")
+        _print_cpu(queued, "the queued burst, from its release")
+    loads = [r["load"] for r in latency + burst + queued]
     print(f"\n1-minute load average after each run: {_figures(loads, '{:.2f}')}")
-    return {"latency": latency, "burst": burst, "runner": runner, "floor_jobs": floor_jobs}
+    return {**rounds, "runner": runner}
 
 
 if __name__ == "__main__":

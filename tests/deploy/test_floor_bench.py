@@ -31,9 +31,11 @@ def test_a_short_floor_run_scores_every_model_on_both_sides(
 
     (latency,) = result["latency"]
     (burst,) = result["burst"]
+    (queued,) = result["queued"]
     assert latency["ours"] > 0 and latency["floor"] > 0
     assert latency["upload_cpu"] > 0 and 0 < latency["upload"] < latency["ours"]
     assert burst["ours"] > 0 and burst["floor"] > 0
+    assert queued["ours"] > 0 and queued["floor"] > 0
     # The burst's CPU by process group: both sides' workers (and their horses) did the scoring,
     # the uploads ran in this process, and PostgreSQL worked for ours only.
     for side in ("ours", "floor"):
@@ -46,4 +48,9 @@ def test_a_short_floor_run_scores_every_model_on_both_sides(
         "digits logistic regression",
         "depth 3×3 conv",
     ]
-    assert result["floor_jobs"] == 1 + 2 + 4  # warm-up (same score as ours), latency, burst
+    # From its release the queued burst's uploads are done: the workers score, this process
+    # only waits (its polls are its CPU).
+    for side in ("ours", "floor"):
+        assert queued["cpu"][side]["workers"] > queued["cpu"][side]["workers' own"] > 0
+    # warm-up (same score as ours), latency, burst, queued burst
+    assert result["floor_jobs"] == 1 + 2 + 4 + 4
