@@ -22,15 +22,30 @@ TICK = os.sysconf("SC_CLK_TCK")
 PROC = Path("/proc")
 
 
-def _stat(pid: int) -> tuple[str, int, list[int]] | None:
-    """(command name, parent pid, [utime, stime, cutime, cstime] in ticks) of a live process."""
+def _fields(pid: int) -> tuple[str, list[str]] | None:
+    """(command name, the fields after it) of a live process's /proc stat line."""
     try:
         raw = (PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
-    name = raw[raw.index("(") + 1 : raw.rindex(")")]
-    fields = raw[raw.rindex(")") + 2 :].split()
+    return raw[raw.index("(") + 1 : raw.rindex(")")], raw[raw.rindex(")") + 2 :].split()
+
+
+def _stat(pid: int) -> tuple[str, int, list[int]] | None:
+    """(command name, parent pid, [utime, stime, cutime, cstime] in ticks) of a live process."""
+    read = _fields(pid)
+    if read is None:
+        return None
+    name, fields = read
     return name, int(fields[1]), [int(f) for f in fields[11:15]]
+
+
+def minor_faults(pid: int) -> int:
+    """Minor page faults of a live process itself (0 once it has gone). A forking worker pays
+    one for each page it writes after each fork, the first write since the fork: copy-on-write
+    while the child lives, a write-protect fault after (``benchmarks/fork_cost.py``)."""
+    read = _fields(pid)
+    return 0 if read is None else int(read[1][7])
 
 
 def _cpu_s(ticks: Iterable[int]) -> float:
@@ -73,6 +88,8 @@ def snapshot(worker_pids: Iterable[int]) -> dict[str, float | None]:
         "this process": time.process_time(),
         "workers": sum(process_cpu_s(p, reaped_children=True) for p in pids),
         "workers' own": sum(process_cpu_s(p, reaped_children=False) for p in pids),
+        # A count, not seconds: per_model gives thousands per model.
+        "workers' own faults": sum(minor_faults(p) for p in pids) / 1000,
         "PostgreSQL": server_cpu_s("postgres"),
         "Redis": server_cpu_s("redis-server"),
         "host": host_busy_s(),

@@ -290,14 +290,16 @@ def _print_cpu(burst: list[dict[str, Any]], which: str) -> None:
     """A burst's CPU per model by process group, each side's runs' medians."""
     groups = list(burst[0]["cpu"]["ours"])
     print(f"\nCPU per model in {which}, ms (median of the runs; the workers' figure includes")
-    print("their work horses, the workers' own is without them):\n")
+    print("their work horses, the workers' own is without them; the workers' own faults are")
+    print("their minor page faults per model, a count):\n")
     print("| | " + " | ".join(groups) + " |")
     print("|---" * (len(groups) + 1) + "|")
     for side in ("ours", "floor"):
         cells = []
         for group in groups:
             values = [r["cpu"][side][group] for r in burst if r["cpu"][side][group] is not None]
-            cells.append(f"{statistics.median(values):.1f}" if values else "—")
+            form = "{:.0f}" if group.endswith("faults") else "{:.1f}"
+            cells.append(form.format(statistics.median(values)) if values else "—")
         print(f"| {side} | " + " | ".join(cells) + " |")
 
 
