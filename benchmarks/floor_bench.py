@@ -13,7 +13,7 @@ watchdog, heartbeat), the result and the leaderboard read models written back.
   (which goes first alternating by run); scored per second, and the ratio.
 - the same burst queued first: every upload (or the floor's model file) made before the clock
   starts, then all released at once to the idle workers: the evaluation alone, without the
-  uploads' CPU beside the workers on the same cores (``queued_burst_round``).
+  uploads' CPU beside the workers on the same cores (``burst_round(queued=True)``).
 - the runner against a bare loop that passes one ``RunOptions`` (what an evaluator that can stop
   a run needs), from ``benchmarks/runner_overhead.py``, digits and conv.
 
@@ -151,38 +151,8 @@ def latency_round(client: Any, task: Any, floor: Floor, model: bytes, count: int
     }
 
 
-def burst_round(
-    client: Any,
-    task: Any,
-    floor: Floor,
-    model: bytes,
-    count: int,
-    ours_first: bool,
-    pids: dict[str, list[int]],
-) -> dict[str, Any]:
-    """Scored per second for a burst of ``count`` distinct models, ours and the floor in turn,
-    and the CPU per model of each side's processes (``pids``: each side's workers)."""
-
-    def ours() -> None:
-        ids = [_submit(client, task, v) for v in _variants(model, count)]
-        _wait_scored(ids, poll_s=0.02)
-
-    def base() -> None:
-        floor.wait([floor.submit(v) for v in _variants(model, count)], poll_s=0.02)
-
-    rates, cpu = {}, {}
-    turns = [("ours", ours), ("floor", base)]
-    for name, fn in turns if ours_first else turns[::-1]:
-        before = cpu_account.snapshot(pids[name])
-        rates[name] = count / seconds(fn)
-        cpu[name] = cpu_account.per_model(before, cpu_account.snapshot(pids[name]), count)
-        time.sleep(0.5)
-    ratio = rates["ours"] / rates["floor"]
-    return {**rates, "ratio": ratio, "cpu": cpu, "load": os.getloadavg()[0]}
-
-
 class _Release:
-    """The moment a queued burst is let go: the clock, and each process group's CPU, from it."""
+    """The moment a burst is let go: the clock, and each process group's CPU, from it."""
 
     def __init__(self, pids: list[int]) -> None:
         self.pids, self.at, self.cpu = pids, 0.0, cpu_account.snapshot(pids)
@@ -191,7 +161,7 @@ class _Release:
         self.at, self.cpu = time.perf_counter(), cpu_account.snapshot(self.pids)
 
 
-def queued_burst_round(
+def burst_round(
     client: Any,
     task: Any,
     floor: Floor,
@@ -199,31 +169,45 @@ def queued_burst_round(
     count: int,
     ours_first: bool,
     pids: dict[str, list[int]],
+    *,
+    queued: bool = False,
 ) -> dict[str, Any]:
-    """Scored per second once ``count`` models wait in the queue, with both sides' workers idle:
-    the evaluation alone. Every upload (ours) or model file (the floor's) is made first, then all
-    are released at once and the clock starts: ours by the one commit around the uploads, whose
-    after-commit hooks enqueue them (the workers see no row before it), the floor's by one
-    pipeline of jobs. The plain burst pays the uploads beside the workers, on the same cores."""
+    """Scored per second for a burst of ``count`` distinct models, ours and the floor in turn,
+    and the CPU per model of each side's processes (``pids``: each side's workers), from the
+    burst's release. Plain, the clock starts before the first upload (or the floor's enqueue).
+    ``queued``: with both sides' workers idle, every upload (ours) or model file (the floor's)
+    is made first, then all are released at once: ours by the one commit around the uploads,
+    whose after-commit hooks enqueue them (the workers see no row before it), the floor's by one
+    pipeline of jobs. That is the evaluation alone; the plain burst pays the uploads beside the
+    workers, on the same cores."""
     from django.db import transaction
 
-    def ours(release: _Release) -> None:
-        variants = _variants(model, count)
-        with transaction.atomic():
-            ids = [_submit(client, task, v) for v in variants]
+    def ours(variants: list[bytes], release: _Release) -> None:
+        if queued:
+            with transaction.atomic():
+                ids = [_submit(client, task, v) for v in variants]
+                release()
+        else:
             release()
+            ids = [_submit(client, task, v) for v in variants]
         _wait_scored(ids, poll_s=0.02)
 
-    def base(release: _Release) -> None:
-        paths = [floor.write(v) for v in _variants(model, count)]
-        release()
-        floor.wait(floor.enqueue_all(paths), poll_s=0.02)
+    def base(variants: list[bytes], release: _Release) -> None:
+        if queued:
+            paths = [floor.write(v) for v in variants]
+            release()
+            jobs = floor.enqueue_all(paths)
+        else:
+            release()
+            jobs = [floor.submit(v) for v in variants]
+        floor.wait(jobs, poll_s=0.02)
 
     rates, cpu = {}, {}
     turns = [("ours", ours), ("floor", base)]
     for name, fn in turns if ours_first else turns[::-1]:
+        variants = _variants(model, count)  # made before the clock starts, for either side
         release = _Release(pids[name])
-        fn(release)
+        fn(variants, release)
         rates[name] = count / (time.perf_counter() - release.at)
         cpu[name] = cpu_account.per_model(release.cpu, cpu_account.snapshot(pids[name]), count)
         time.sleep(0.5)
@@ -278,7 +262,9 @@ def queue_rounds(args: argparse.Namespace) -> dict[str, Any]:
                 )
             for run in range(args.runs):
                 queued.append(
-                    queued_burst_round(client, task, floor, model, args.burst, run % 2 == 1, pids)
+                    burst_round(
+                        client, task, floor, model, args.burst, run % 2 == 1, pids, queued=True
+                    )
                 )
     finally:
         queue_latency._cleanup()
