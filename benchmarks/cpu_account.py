@@ -40,12 +40,14 @@ def _stat(pid: int) -> tuple[str, int, list[int]] | None:
     return name, int(fields[1]), [int(f) for f in fields[11:15]]
 
 
-def minor_faults(pid: int) -> int:
-    """Minor page faults of a live process itself (0 once it has gone). A forking worker pays
-    one for each page it writes after each fork, the first write since the fork: copy-on-write
-    while the child lives, a write-protect fault after (``benchmarks/fork_cost.py``)."""
+def minor_faults(pid: int, *, reaped_children: bool = False) -> int:
+    """Minor page faults of a live process itself (0 once it has gone), or with
+    ``reaped_children`` those of its children that it reaped (a worker's work horses). A forking
+    worker pays one for each page it writes after each fork, the first write since the fork:
+    copy-on-write while the child lives, a write-protect fault after; its child pays one for
+    each page of the worker's that it writes (``benchmarks/fork_cost.py``)."""
     read = _fields(pid)
-    return 0 if read is None else int(read[1][7])
+    return 0 if read is None else int(read[1][8 if reaped_children else 7])
 
 
 def _cpu_s(ticks: Iterable[int]) -> float:
@@ -90,6 +92,7 @@ def snapshot(worker_pids: Iterable[int]) -> dict[str, float | None]:
         "workers' own": sum(process_cpu_s(p, reaped_children=False) for p in pids),
         # A count, not seconds: per_model gives thousands per model.
         "workers' own faults": sum(minor_faults(p) for p in pids) / 1000,
+        "horses' faults": sum(minor_faults(p, reaped_children=True) for p in pids) / 1000,
         "PostgreSQL": server_cpu_s("postgres"),
         "Redis": server_cpu_s("redis-server"),
         "host": host_busy_s(),

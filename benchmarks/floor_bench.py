@@ -276,8 +276,8 @@ def _print_cpu(burst: list[dict[str, Any]], which: str) -> None:
     """A burst's CPU per model by process group, each side's runs' medians."""
     groups = list(burst[0]["cpu"]["ours"])
     print(f"\nCPU per model in {which}, ms (median of the runs; the workers' figure includes")
-    print("their work horses, the workers' own is without them; the workers' own faults are")
-    print("their minor page faults per model, a count):\n")
+    print("their work horses, the workers' own is without them; the faults are minor page")
+    print("faults per model, a count, of the workers themselves and of their reaped horses):\n")
     print("| | " + " | ".join(groups) + " |")
     print("|---" * (len(groups) + 1) + "|")
     for side in ("ours", "floor"):

@@ -43,6 +43,7 @@ def test_a_short_floor_run_scores_every_model_on_both_sides(
         assert cpu["workers"] > cpu["workers' own"] > 0 and cpu["this process"] > 0
         assert cpu["host"] >= cpu["workers"] - cpu["workers' own"]
         assert cpu["workers' own faults"] > 0  # each fork write-protects the worker's pages
+        assert cpu["horses' faults"] > 0  # ... and the horse's first writes copy them
     if burst["cpu"]["ours"]["PostgreSQL"] is not None:  # its server runs on this host
         assert burst["cpu"]["ours"]["PostgreSQL"] > 0
     assert [row["workload"].split(",")[0] for row in result["runner"]] == [
