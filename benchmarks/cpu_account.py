@@ -6,8 +6,8 @@ workers (their own CPU, and with their work horses, which count once reaped), Po
 backend now alive, and through the postmaster those that ended: a work horse's connection ends
 with it) and Redis, when their servers run on this host, and the whole host's busy time.
 
-``snapshot`` before and ``per_model`` after a burst give milliseconds per model. Figures of
-other processes on the host (a test suite, a browser) land in "host" only.
+``snapshot`` before and ``per_model`` after a burst give milliseconds (and minor faults) per
+model. Figures of other processes on the host (a test suite, a browser) land in "host" only.
 """
 
 from __future__ import annotations
@@ -85,14 +85,14 @@ def host_busy_s() -> float:
 
 
 def snapshot(worker_pids: Iterable[int]) -> dict[str, float | None]:
+    """CPU seconds by process group, and the workers' and their horses' minor faults so far."""
     pids = list(worker_pids)
     return {
         "this process": time.process_time(),
         "workers": sum(process_cpu_s(p, reaped_children=True) for p in pids),
         "workers' own": sum(process_cpu_s(p, reaped_children=False) for p in pids),
-        # A count, not seconds: per_model gives thousands per model.
-        "workers' own faults": sum(minor_faults(p) for p in pids) / 1000,
-        "horses' faults": sum(minor_faults(p, reaped_children=True) for p in pids) / 1000,
+        "workers' own faults": sum(minor_faults(p) for p in pids),
+        "horses' faults": sum(minor_faults(p, reaped_children=True) for p in pids),
         "PostgreSQL": server_cpu_s("postgres"),
         "Redis": server_cpu_s("redis-server"),
         "host": host_busy_s(),
@@ -102,9 +102,11 @@ def snapshot(worker_pids: Iterable[int]) -> dict[str, float | None]:
 def per_model(
     before: dict[str, float | None], after: dict[str, float | None], count: int
 ) -> dict[str, float | None]:
-    """Milliseconds of CPU per model between two snapshots (None where a server is not here)."""
+    """Milliseconds of CPU per model between two snapshots (None where a server is not here);
+    for the fault counts, faults per model."""
     result: dict[str, Any] = {}
     for key, start in before.items():
         end = after[key]
-        result[key] = None if start is None or end is None else (end - start) * 1000 / count
+        scale = 1 if key.endswith("faults") else 1000  # a count, or seconds into milliseconds
+        result[key] = None if start is None or end is None else (end - start) * scale / count
     return result

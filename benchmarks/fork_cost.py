@@ -22,11 +22,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import resource
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
+
+from benchmarks.cpu_account import minor_faults
 
 
 def _setup_django() -> None:
@@ -75,10 +76,6 @@ def worker_like_work() -> None:
         list(Task.objects.select_related("device_class")[:5])
 
 
-def _minor_faults() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-
 def _one(mode: str, work: Callable[[], None]) -> tuple[float, int]:
     """CPU milliseconds and minor faults of ``work`` after the given kind of fork."""
     child = None
@@ -91,9 +88,9 @@ def _one(mode: str, work: Callable[[], None]) -> tuple[float, int]:
         if mode == "child exited":
             os.waitpid(child, 0)
             child = None
-    faults, cpu = _minor_faults(), time.process_time()
+    faults, cpu = minor_faults(os.getpid()), time.process_time()
     work()
-    result = (time.process_time() - cpu) * 1000, _minor_faults() - faults
+    result = (time.process_time() - cpu) * 1000, minor_faults(os.getpid()) - faults
     if child is not None:
         os.kill(child, 9)
         os.waitpid(child, 0)
@@ -124,16 +121,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    fork = fork_ms(args.forks)
+    fork, anon_mb = fork_ms(args.forks), _anon_mb()
     measured = after_fork(args.rounds)
-    print(f"os.fork() of this process ({_anon_mb()} MB anonymous memory): {fork:.2f} ms")
+    print(f"os.fork() of this process ({anon_mb} MB anonymous memory): {fork:.2f} ms")
     print("\n| the work after | CPU, ms (two passes) | minor faults |")
     print("|---|---|---|")
     for mode in MODES:
         cpu = ", ".join(f"{v:.2f}" for v in measured[mode]["cpu_ms"])
         faults = ", ".join(f"{v:.0f}" for v in measured[mode]["faults"])
         print(f"| {mode} | {cpu} | {faults} |")
-    return {"fork_ms": fork, "anon_mb": _anon_mb(), **measured}
+    return {"fork_ms": fork, "anon_mb": anon_mb, **measured}
 
 
 if __name__ == "__main__":
