@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import queue
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -269,11 +272,14 @@ class _Executor:
         spec: TaskSpec,
         progress: ProgressCallback | None,
         turn: GiveWay,
-    ) -> list[np.ndarray]:
-        """The output of every batch. Nothing is timed here: the timing phase (``time_model``)
-        measures latency on its own, so the CPU loop is the very call a bare onnxruntime loop
-        makes, a shape check and the turn it gives other workers' timings."""
+    ) -> tuple[list[np.ndarray], bool]:
+        """The output of every batch, and whether they were all screened finite as they came
+        (``_BackgroundScreen``; False: not screened, or not proven finite). Nothing is timed here:
+        the timing phase (``time_model``) measures latency on its own, so the CPU loop is the very
+        call a bare onnxruntime loop makes, a shape check and the turn it gives other workers'
+        timings."""
         outputs: list[np.ndarray] = []
+        screen: _BackgroundScreen | None = None
         session_run, names, feed = self.session.run, self.output_names, self.input_name
         options, limit = self.run_options, self.limit
         # Asked before every batch, unless there is nobody to give way to.
@@ -289,11 +295,17 @@ class _Executor:
                 if out.shape != expected:
                     raise _shape_error(out, spec)
                 outputs.append(out)
+                if screen is not None:
+                    screen.add(out)
+                elif index == 1 and _screens_during_runs(cuda, out):
+                    screen = _BackgroundScreen.start(out)
                 if progress is not None:
                     progress(index / total)
         except ONNXRUNTIME_ERRORS as exc:
             raise self.model_error(exc) from exc
-        return outputs
+        finally:
+            screened = screen is not None and screen.close()
+        return outputs, screened
 
     def warm_up(self, batch: np.ndarray, runs: int) -> None:
         try:
@@ -404,6 +416,49 @@ def _check_numeric(out: np.ndarray) -> None:
 
 
 _DOT_SCREENED = (np.dtype(np.float32), np.dtype(np.float64))  # what BLAS dots
+# Predictions this large are screened in parts, one thread each (numpy lets go of the GIL in the
+# dot product): one thread read memory at about 12 GB/s on an H200 host, where the depth model's
+# 26 MB took 2.2 ms, more than the runner's whole 1.9 ms (1.095x) over a bare IOBinding loop.
+_SCREEN_PART_BYTES = 4 << 20  # below this, starting a thread costs more than it saves
+_SCREEN_THREADS = 4  # where memory bandwidth stops growing with threads on common hosts
+
+
+def _dot_finite(values: np.ndarray) -> bool:
+    return math.isfinite(np.vdot(values, values))  # vdot flattens a contiguous array for free
+
+
+def _screen_parts(preds: np.ndarray) -> int:
+    """How many threads screen ``preds``: one per 4 MB, at most 4 and the CPUs this process may
+    use (a worker pinned to cores gets no more)."""
+    if preds.nbytes < 2 * _SCREEN_PART_BYTES:
+        return 1
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(_SCREEN_THREADS, cpus or 1, preds.nbytes // _SCREEN_PART_BYTES))
+
+
+def _parallel_dot_finite(preds: np.ndarray, parts: int) -> bool:
+    """``_dot_finite`` over ``parts`` slices of ``preds``, this thread reading the first. A part
+    that could not be screened (no thread to be had under a tight address-space limit: this
+    thread reads it instead) or that raised counts as "look closer", never as finite."""
+    slices = np.array_split(preds.reshape(-1), parts)
+    finite = [False] * parts
+
+    def screen(index: int) -> None:
+        finite[index] = _dot_finite(slices[index])
+
+    threads: list[threading.Thread] = []
+    try:
+        for index in range(1, parts):
+            thread = threading.Thread(target=screen, args=(index,), daemon=True)
+            thread.start()
+            threads.append(thread)
+    except RuntimeError:  # "can't start new thread"
+        for index in range(len(threads) + 1, parts):
+            screen(index)
+    screen(0)
+    for thread in threads:
+        thread.join()
+    return all(finite)
 
 
 def _screened_finite(preds: np.ndarray) -> bool:
@@ -413,17 +468,76 @@ def _screened_finite(preds: np.ndarray) -> bool:
     NaN and infinities carry through both screens: in the dot product every term is a square, so
     an infinity stays one; in the sum, opposite infinities make NaN. float32 and float64 use the
     dot product of the values with themselves (BLAS: one read, vectorised, no allocation, and no
-    floating-point state to save and restore, since BLAS raises no numpy warning); other floats,
-    and arrays not contiguous row by row, their sum. On the depth model's 26 MB of predictions
-    the dot product took 0.56-0.70 ms against the sum's 1.09-1.21 ms on the 2-core development
-    box (medians of 40, one and two BLAS threads); the sum had itself replaced ``np.isfinite``'s
-    mask (1.8-2.1 -> 1.5-1.75 ms in a fresh process there, 3.6 -> 3.3 ms on an H200 host). On
-    the digits model's 10,000 values: 0.83 µs against the mask's 1.77 µs there, which is why
-    every size is screened (a tenth of the runner's whole margin over a bare loop)."""
+    floating-point state to save and restore, since BLAS raises no numpy warning), in parts on
+    several threads from 8 MB (``_screen_parts``); other floats, and arrays not contiguous row by
+    row, their sum. On the depth model's 26 MB of predictions the dot product took 0.56-0.70 ms
+    against the sum's 1.09-1.21 ms on the 2-core development box (medians of 40, one and two BLAS
+    threads), 0.46 ms in two parts; the sum had itself replaced ``np.isfinite``'s mask (1.8-2.1
+    -> 1.5-1.75 ms in a fresh process there, 3.6 -> 3.3 ms on an H200 host). On the digits
+    model's 10,000 values: 0.83 µs against the mask's 1.77 µs there, which is why every size is
+    screened (a tenth of the runner's whole margin over a bare loop)."""
     if preds.dtype in _DOT_SCREENED and preds.flags.c_contiguous:
-        return math.isfinite(np.vdot(preds, preds))  # vdot flattens a contiguous array for free
+        parts = _screen_parts(preds)
+        return _dot_finite(preds) if parts == 1 else _parallel_dot_finite(preds, parts)
     with np.errstate(over="ignore", invalid="ignore"):
         return bool(np.isfinite(np.add.reduce(preds, axis=None)))
+
+
+# A batch output this large is screened while the next batch runs on a GPU (``_BackgroundScreen``).
+_BACKGROUND_SCREEN_BYTES = 1 << 20
+
+
+def _screens_during_runs(on_cuda: bool, out: np.ndarray) -> bool:
+    """Whether the outputs whose first batch is ``out`` are screened as they come. On CUDA the
+    Python thread only waits while a batch runs (onnxruntime and numpy's dot product both let go
+    of the GIL), so screening a large output costs nothing there; on CPU, onnxruntime's threads
+    use every core the worker has, and the screen waits for the loop to end."""
+    return (
+        on_cuda
+        and out.dtype in _DOT_SCREENED
+        and out.flags.c_contiguous
+        and out.nbytes >= _BACKGROUND_SCREEN_BYTES
+    )
+
+
+class _BackgroundScreen:
+    """``_screened_finite`` on each batch's output, on one helper thread, while the next batch
+    runs: the depth model's 26 MB took 1.4-2.2 ms to screen after the loop on an H200 host, the
+    runner's whole margin over a bare IOBinding loop. Only the last batch's screen is left after
+    the loop, and it overlaps the concatenation. A screen that fails, or a thread that could not
+    start, leaves the exact check after the loop to decide."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[np.ndarray | None] = queue.SimpleQueue()
+        self._finite = True
+        self._thread = threading.Thread(target=self._work, name="finite-screen", daemon=True)
+
+    @classmethod
+    def start(cls, first: np.ndarray) -> _BackgroundScreen | None:
+        screen = cls()
+        try:
+            screen._thread.start()
+        except RuntimeError:  # "can't start new thread": the check after the loop does it all
+            return None
+        screen.add(first)
+        return screen
+
+    def add(self, out: np.ndarray) -> None:
+        self._queue.put(out)
+
+    def _work(self) -> None:
+        while (out := self._queue.get()) is not None:
+            if self._finite:
+                try:
+                    self._finite = _screened_finite(out)
+                except Exception:  # anything odd: the exact check decides
+                    self._finite = False
+
+    def close(self) -> bool:
+        """Wait for the screens still queued: True when every output was screened finite."""
+        self._queue.put(None)
+        self._thread.join()
+        return self._finite
 
 
 def _check_finite(preds: np.ndarray, batch_size: int) -> None:
@@ -456,10 +570,11 @@ def predict(
         executor = _Executor(session, limit, device)
         turn.between_batches(limit)
         executor.warm_up(batches[0], device.warmup_runs)
-        outputs = executor.run_all(batches, spec, progress, turn)
+        outputs, screened = executor.run_all(batches, spec, progress, turn)
     _check_numeric(outputs[0])  # there is at least one batch: datasets are never empty
     preds = np.concatenate(outputs)[: len(inputs)]  # the padding rows are dropped here
-    _check_finite(preds, spec.batch_size)
+    if not screened:
+        _check_finite(preds, spec.batch_size)
     return preds
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import resource
+import threading
 import time
 from dataclasses import replace
 from typing import Any
@@ -12,6 +13,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import evaluation.runner as runner_module
 from evaluation.device import device_config
 from evaluation.gpu import gpu_info
 from evaluation.limits import added_memory_limit, address_space_bytes
@@ -29,6 +31,7 @@ from evaluation.runner import (
     create_session,
     evaluate,
     out_of_memory_error,
+    predict,
 )
 from tests.builders import (
     DIGITS_SPEC,
@@ -244,11 +247,9 @@ def test_session_options_are_the_workers_not_the_models() -> None:
     )
 
 
-def test_nan_in_a_later_batch_names_that_batch() -> None:
-    # sqrt of a negative pixel is NaN: only row 40 has one, and row 40 is in batch 3 of 16.
-    arrays = digits_like(n=50)
-    arrays["inputs"][40, 0, 0, 0] = -1.0
-    model = finish(
+def sqrt_model() -> bytes:
+    """Digits-shaped: NaN in the rows of any input with a negative pixel."""
+    return finish(
         helper.make_graph(
             [
                 helper.make_node("Sqrt", ["input"], ["root"]),
@@ -261,8 +262,14 @@ def test_nan_in_a_later_batch_names_that_batch() -> None:
             [numpy_helper.from_array(np.ones((64, 10), np.float32), "W")],
         )
     )
+
+
+def test_nan_in_a_later_batch_names_that_batch() -> None:
+    # sqrt of a negative pixel is NaN: only row 40 has one, and row 40 is in batch 3 of 16.
+    arrays = digits_like(n=50)
+    arrays["inputs"][40, 0, 0, 0] = -1.0
     with pytest.raises(EvaluationError) as caught:
-        evaluate(model, Dataset.from_arrays(arrays), SPEC, CPU_ONLY)
+        evaluate(sqrt_model(), Dataset.from_arrays(arrays), SPEC, CPU_ONLY)
     assert str(caught.value) == "The model's output contains NaN or infinity (batch 3)."
 
 
@@ -438,3 +445,135 @@ def test_faked_gpu_without_a_driver_still_records_cpu_and_refuses_requires_gpu(
     with pytest.raises(DeviceUnavailable) as caught:
         evaluate(linear_classifier(w, b), data, spec, device)
     assert "gpu0-a" not in str(caught.value)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("where", [0, 1, -1], ids=["first-part", "second-part", "last-part"])
+def test_large_predictions_screened_in_parts_catch_a_nan_in_any_part(
+    dtype: Any, where: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 32 MB: four parts of 8 MB wherever this runs (the CPU count is fixed here, so that the
+    # split does not depend on the machine).
+    monkeypatch.setattr(runner_module.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5})
+    preds = np.ones((64, (32 << 20) // 64 // np.dtype(dtype).itemsize), dtype)
+    assert runner_module._screen_parts(preds) == 4
+    assert _screened_finite(preds)
+    part = preds.size // 4
+    flat = preds.reshape(-1)
+    index = {0: 3, 1: part + 7, -1: flat.size - 1}[where]
+    flat[index] = np.nan
+    assert not _screened_finite(preds)
+    with pytest.raises(EvaluationError, match=rf"\(batch {index // preds.shape[1] // 16 + 1}\)"):
+        _check_finite(preds, batch_size=16)
+
+
+def test_screen_parts_follow_size_and_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner_module.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert runner_module._screen_parts(np.zeros(10, np.float32)) == 1
+    assert runner_module._screen_parts(np.zeros(2 << 20, np.float32)) == 2  # 8 MB, 2 CPUs
+    monkeypatch.setattr(runner_module.os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert runner_module._screen_parts(np.zeros(3 << 20, np.float32)) == 3  # 12 MB
+    assert runner_module._screen_parts(np.zeros(64 << 20, np.float32)) == 4  # never more
+    monkeypatch.setattr(runner_module.os, "sched_getaffinity", lambda pid: {0})
+    assert runner_module._screen_parts(np.zeros(64 << 20, np.float32)) == 1
+
+
+def test_screen_without_threads_reads_every_part_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under a tight address-space limit a thread's stack may not be had: the screen still reads
+    # every part, on this thread.
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(runner_module.threading.Thread, "start", refuse)
+    preds = np.ones((4, 1 << 20), np.float32)
+    assert runner_module._parallel_dot_finite(preds, 4)
+    preds[3, -1] = np.inf
+    assert not runner_module._parallel_dot_finite(preds, 4)
+
+
+def screen_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "finite-screen"]
+
+
+@pytest.fixture
+def screened_during_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every output screened as it comes, as on CUDA, here on the CPU; the list names the
+    threads that screened."""
+    screeners: list[str] = []
+    screen = runner_module._screened_finite
+
+    def recorded(preds: np.ndarray) -> bool:
+        screeners.append(threading.current_thread().name)
+        return screen(preds)
+
+    monkeypatch.setattr(runner_module, "_screens_during_runs", lambda on_cuda, out: True)
+    monkeypatch.setattr(runner_module, "_screened_finite", recorded)
+    return screeners
+
+
+def test_outputs_screened_during_the_runs_skip_the_check_after_the_loop(
+    screened_during_runs: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    arrays = digits_like(n=50)
+    session = create_session(sqrt_model(), CPU_ONLY)
+    expected = predict(session, arrays["inputs"], SPEC, CPU_ONLY)
+    assert screened_during_runs == ["finite-screen"] * 4  # the 4 batches of 16, as they came
+
+    def not_again(preds: np.ndarray, batch_size: int) -> None:
+        raise AssertionError("checked twice")
+
+    monkeypatch.setattr(runner_module, "_check_finite", not_again)
+    assert np.array_equal(predict(session, arrays["inputs"], SPEC, CPU_ONLY), expected)
+    assert not screen_threads()
+
+
+def test_nan_screened_during_the_runs_still_names_its_batch(
+    screened_during_runs: list[str],
+) -> None:
+    arrays = digits_like(n=50)
+    arrays["inputs"][40, 0, 0, 0] = -1.0
+    with pytest.raises(EvaluationError) as caught:
+        evaluate(sqrt_model(), Dataset.from_arrays(arrays), SPEC, CPU_ONLY)
+    assert str(caught.value) == "The model's output contains NaN or infinity (batch 3)."
+    # The screen stopped at batch 3; the check after the loop named the batch.
+    assert screened_during_runs == ["finite-screen"] * 3 + ["MainThread"]
+    assert not screen_threads()
+
+
+def test_screen_thread_ends_when_the_loop_fails(screened_during_runs: list[str]) -> None:
+    session = create_session(sqrt_model(), CPU_ONLY)
+
+    def stop_at_two(fraction: float) -> None:
+        if fraction >= 0.5:
+            raise ConnectionError("the database refused the progress update")
+
+    with pytest.raises(ConnectionError, match="refused"):
+        predict(session, digits_like(n=50)["inputs"], SPEC, CPU_ONLY, progress=stop_at_two)
+    assert not screen_threads()
+
+
+def test_no_screen_thread_leaves_the_check_to_after_the_loop(
+    screened_during_runs: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start = threading.Thread.start
+
+    def refuse(self: threading.Thread) -> None:
+        if self.name == "finite-screen":  # the watchdog's thread, say, still starts
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    monkeypatch.setattr(runner_module.threading.Thread, "start", refuse)
+    arrays = digits_like(n=50)
+    arrays["inputs"][40, 0, 0, 0] = -1.0
+    with pytest.raises(EvaluationError, match=r"NaN or infinity \(batch 3\)"):
+        evaluate(sqrt_model(), Dataset.from_arrays(arrays), SPEC, CPU_ONLY)
+    assert screened_during_runs == ["MainThread"]  # once, on everything, after the loop
+
+
+def test_only_large_float_outputs_on_cuda_are_screened_during_the_runs() -> None:
+    large = np.zeros((8, 448, 448), np.float32)
+    assert runner_module._screens_during_runs(True, large)
+    assert not runner_module._screens_during_runs(False, large)  # CPU: ORT has every core
+    assert not runner_module._screens_during_runs(True, np.zeros((32, 10), np.float32))
+    assert not runner_module._screens_during_runs(True, large.astype(np.float16))
+    assert not runner_module._screens_during_runs(True, np.asfortranarray(large))
