@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 import evaluation.runner as runner_module
 from evaluation.device import device_config
 from evaluation.gpu import gpu_info
-from evaluation.limits import added_memory_limit, address_space_bytes
+from evaluation.limits import TimeLimit, added_memory_limit, address_space_bytes
 from evaluation.metrics import compute_family
 from evaluation.runner import (
     CPU,
@@ -577,3 +577,35 @@ def test_only_large_float_outputs_on_cuda_are_screened_during_the_runs() -> None
     assert not runner_module._screens_during_runs(True, np.zeros((32, 10), np.float32))
     assert not runner_module._screens_during_runs(True, large.astype(np.float16))
     assert not runner_module._screens_during_runs(True, np.asfortranarray(large))
+
+
+def test_sessions_never_fall_back_to_the_cpu_silently() -> None:
+    # InferenceSession.run's fallback would print a line and re-run a failed CUDA run on the CPU,
+    # under the provider the result already names.
+    session = create_session(sqrt_model(), CPU_ONLY)
+    assert session._enable_fallback is False
+
+
+def test_the_scoring_loop_calls_onnxruntimes_compiled_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    session = create_session(sqrt_model(), CPU_ONLY)
+    with TimeLimit(60) as limit:
+        executor = runner_module._Executor(session, limit, CPU_ONLY)
+    assert executor.run_cpu == session._sess.run  # this onnxruntime has it: the fast path is used
+    inputs = digits_like(n=50)["inputs"]
+    preds = predict(session, inputs, SPEC, CPU_ONLY)
+    # The same predictions as InferenceSession.run's, batch by batch.
+    batches = runner_module._batches(inputs, SPEC.batch_size)
+    by_wrapper = np.concatenate([session.run(None, {"input": b})[0] for b in batches])[:50]
+    assert np.array_equal(preds, by_wrapper)
+    # A failing run still reads as the model's failure, named by onnxruntime.
+    with pytest.raises(EvaluationError, match=r"The model failed while running: .*input"):
+        predict(session, inputs.reshape(50, 64, 1, 1), SPEC, CPU_ONLY)
+
+
+def test_the_public_run_serves_where_onnxruntime_has_no_compiled_one() -> None:
+    class Wrapped:
+        def run(self, names: Any, feed: Any, options: Any = None) -> list[Any]:
+            return []
+
+    wrapped = Wrapped()
+    assert runner_module._compiled_run(wrapped) == wrapped.run  # type: ignore[arg-type]
