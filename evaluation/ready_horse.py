@@ -127,7 +127,9 @@ def warm_up_model(device: DeviceConfig) -> tuple[bytes, np.ndarray]:
     that warm-up and the depth conv model's 160 ms; after that warm-up and one run of
     ``library_warm_model``, 1.7 and 26.7 ms (the depth model's 14.7 ms once the same model had run
     in the process: cuDNN's algorithm search, which is per session). The horse now runs
-    ``library_warm_model`` alone, without the Add before it: not re-measured on a GPU. On CPU
+    ``library_warm_model`` alone, without the Add before it: on an H200 (27 Nov 2026,
+    ``benchmarks.session_creation --cuda``) the first runs then took 1.7 and 32.7 ms in a ready
+    horse against 85.8 and 251 ms in a fresh one. On CPU
     nothing of the kind is loaded, so a CPU horse keeps the Add, which costs a burst less CPU.
     """
     if device.use_cuda:

@@ -2,9 +2,10 @@
 checking that one worker's batches never run inside another worker's timing window.
 
 ``python -m tests.evaluation.batch_recorder OUT manage.py rqworker ...`` runs the given
-manage.py command line after wrapping ``onnxruntime.InferenceSession.run`` (every warm-up, scored
-and timed batch on the CPU provider) so that each call appends the wall time at its start and at
-its end to OUT. The work horses forked by the worker inherit the wrapped method.
+manage.py command line after wrapping ``onnxruntime.InferenceSession.run`` (the timed batches on
+the CPU provider) and the compiled run the runner scores with (``evaluation.runner._compiled_run``:
+the warm-up and scored batches) so that each call appends the wall time at its start and at its
+end to OUT. The work horses forked by the worker inherit the wrapped functions.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import functools
 import runpy
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import onnxruntime as ort
@@ -23,18 +25,24 @@ def _append(path: str) -> None:
         out.write(f"{time.time():.6f}\n")
 
 
-def record_to(path: str) -> None:
-    run = ort.InferenceSession.run
-
+def _recording(run: Callable[..., Any], path: str) -> Callable[..., Any]:
     @functools.wraps(run)
-    def recording_run(self: ort.InferenceSession, *args: Any, **kwargs: Any) -> Any:
+    def recording_run(*args: Any, **kwargs: Any) -> Any:
         _append(path)
         try:
-            return run(self, *args, **kwargs)
+            return run(*args, **kwargs)
         finally:
             _append(path)
 
-    ort.InferenceSession.run = recording_run  # type: ignore[method-assign]
+    return recording_run
+
+
+def record_to(path: str) -> None:
+    from evaluation import runner
+
+    ort.InferenceSession.run = _recording(ort.InferenceSession.run, path)  # type: ignore[method-assign]
+    compiled_run = runner._compiled_run
+    runner._compiled_run = lambda session: _recording(compiled_run(session), path)
 
 
 def recorded(path: str) -> list[float]:

@@ -5,10 +5,12 @@ A real EvaluationWorker object on the real test Redis; NVML is faked at ``gpu._n
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
 import time
+import weakref
 from typing import Any
 
 import onnxruntime as ort
@@ -232,7 +234,7 @@ def test_real_jobs_are_counted_in_the_heartbeat_and_a_burst_worker_ends_stopped(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_only_the_work_horse_creates_onnxruntime_sessions_never_the_worker_process(
+def test_the_worker_process_makes_no_session_that_a_horse_inherits(
     run_worker: Any,
     make_task: Any,
     alice: Any,
@@ -241,24 +243,36 @@ def test_only_the_work_horse_creates_onnxruntime_sessions_never_the_worker_proce
     tmp_path: Any,
     settings: Any,
 ) -> None:
-    """A CUDA session created before a fork is undefined behaviour in the horse."""
+    """A session created before a fork is undefined behaviour in the horse (a CUDA one above all;
+    a CPU one's thread pool too). The worker makes one CPU session at start, to set up
+    onnxruntime for its horses (``jobs.warm_onnxruntime``), and drops it before any fork; every
+    submission's session is made in a work horse."""
     settings.EVAL_DEVICE = "cpu"  # this machine has no CUDA; the rule is the same
     record = tmp_path / "session-pids"
     original = ort.InferenceSession
+    in_worker: list[tuple[Any, Any]] = []
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         with record.open("a") as out:
             out.write(f"{os.getpid()}\n")
-        return original(*args, **kwargs)
+        session = original(*args, **kwargs)
+        if os.getpid() == worker_pid:
+            in_worker.append((weakref.ref(session), kwargs.get("providers")))
+        return session
 
+    worker_pid = os.getpid()  # the worker runs in this process
+    # Uploaded first: the upload's inspection makes sessions of its own, in this process.
+    submission_create(user=alice, task=make_task(), upload=onnx_upload(fast_model()))
     monkeypatch.setattr(ort, "InferenceSession", recording)
     install(monkeypatch)  # a GPU in the heartbeats, so the parent reads NVML throughout
-    submission_create(user=alice, task=make_task(), upload=onnx_upload(fast_model()))
 
     worker = run_worker()
 
     pids = {int(line) for line in record.read_text().split()}
-    assert pids and os.getpid() not in pids  # sessions were made, all in work horses
+    assert pids - {worker_pid}  # the submission's session was made in a work horse
+    assert [providers for _, providers in in_worker] == [["CPUExecutionProvider"]]
+    gc.collect()
+    assert all(ref() is None for ref, _ in in_worker)  # dropped: nothing of it lives on
     assert state_of(queue, worker.name).jobs_done == 1
 
 
