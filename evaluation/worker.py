@@ -54,6 +54,7 @@ from evaluation.jobs import (
     Claim,
     ResultReader,
     hand_claim,
+    keep_dataset_for_horses,
     leave_boards_to_worker,
     prepare_before_fork,
     refresh_boards,
@@ -377,6 +378,8 @@ class EvaluationWorker(Worker):
         if self._ready is not None:
             log.warning("worker %s: its ready work horse died while waiting", self.name)
             ready_horse.stop(self._ready)
+        if self._last_task is not None:
+            keep_dataset_for_horses(self._last_task)  # inherited, not read again, by the horse
         read_fd, write_fd = os.pipe()
         result_read_fd, result_write_fd = os.pipe()
         pid = os.fork()

@@ -40,6 +40,17 @@ def _plain_http_and_fresh_rate_limits(settings: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _no_dataset_held_from_another_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker run in this process holds its last task's dataset for its horses
+    (``jobs.keep_dataset_for_horses``); each test starts with none, since ids can come again
+    once a test's transaction has been rolled back."""
+    from evaluation import jobs
+
+    monkeypatch.setattr(jobs, "_preloaded", {})
+    monkeypatch.setattr(jobs, "_too_large_for_worker", None)
+
+
+@pytest.fixture(autouse=True)
 def _quick_timing(settings: Any) -> None:
     """Tests time each model briefly (tests about timing set their own protocol)."""
     settings.EVAL_TIMING_MIN_TIME_S = 0.01

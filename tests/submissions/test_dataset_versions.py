@@ -6,6 +6,7 @@ a worker's cache serves exactly the version asked for."""
 from __future__ import annotations
 
 import hashlib
+import os
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -244,3 +245,75 @@ def test_the_cache_serves_the_version_asked_for_and_refuses_changed_bytes(
     with pytest.raises(DatasetMismatch, match="changed in storage"):
         cached_copy(storage, name, tmp_path / "fresh-cache", sha256=sha[v1])
     assert not list((tmp_path / "fresh-cache").rglob("*.npz"))  # no wrong copy left behind
+
+
+def _count_reads(monkeypatch: pytest.MonkeyPatch, log: Path) -> None:
+    """Each read of a dataset file appends its process's id to ``log`` (horses included)."""
+    read = jobs._read_dataset
+
+    def counted(task: Task) -> Any:
+        with log.open("a") as out:
+            out.write(f"{os.getpid()}\n")
+        return read(task)
+
+    monkeypatch.setattr(jobs, "_read_dataset", counted)
+
+
+@pytest.mark.django_db
+def test_a_dataset_the_worker_holds_is_what_its_horse_evaluates_on_without_reading_it(
+    make_task: Any, alice: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    task = make_task(digits_like(n=40, seed=1))
+    reads = tmp_path / "reads"
+    _count_reads(monkeypatch, reads)
+    jobs.keep_dataset_for_horses(Task.objects.get(pk=task.pk))  # the worker, before a fork
+    jobs.keep_dataset_for_horses(Task.objects.get(pk=task.pk))  # held: not read again
+    jobs.dataset_preload(Task.objects.get(pk=task.pk))  # the ready horse's warm-up: inherited
+    assert len(reads.read_text().split()) == 1
+    pending = Submission.objects.create(
+        task=task, user=alice, sha256="0" * 64, size_bytes=1, original_name="m.onnx"
+    )
+    pending.model_file.save("m.onnx", ContentFile(b"x"), save=True)
+    started = submission_start(submission_id=pending.pk, worker_name="w")
+    assert started is not None
+    _, data = jobs._load(started)
+    assert len(data.inputs) == 40 and len(reads.read_text().split()) == 1
+    # A new version is another dataset: the held one is dropped, the new one read.
+    replace_dataset(task, digits_like(n=24, seed=2))
+    jobs.keep_dataset_for_horses(Task.objects.get(pk=task.pk))
+    assert [len(d.inputs) for d in jobs._preloaded.values()] == [24]
+
+
+@pytest.mark.django_db
+def test_a_dataset_too_large_for_the_worker_is_left_to_the_horses_and_not_read_again(
+    make_task: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    task = Task.objects.get(pk=make_task(digits_like(n=40, seed=1)).pk)
+    reads = tmp_path / "reads"
+    _count_reads(monkeypatch, reads)
+    monkeypatch.setattr(jobs, "WORKER_DATASET_MAX_BYTES", 1000)  # 40 x 64 floats: 10 kB
+    jobs.keep_dataset_for_horses(task)
+    jobs.keep_dataset_for_horses(task)  # every idle turn of the worker asks again
+    assert jobs._preloaded == {}
+    assert len(reads.read_text().split()) == 1  # read once to learn its size, then left alone
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_reads_a_tasks_dataset_once_for_the_horses_that_follow(
+    make_task: Any, alice: Any, run_worker: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    w, b = np.eye(64, 10, dtype=np.float32), np.zeros(10, dtype=np.float32)
+    task = make_task(digits_like(n=40, seed=1), submissions_per_day=10)
+    reads = tmp_path / "reads"
+    _count_reads(monkeypatch, reads)
+    for bias in (0.0, 1.0):
+        submission_create(user=alice, task=task, upload=onnx_upload(linear_classifier(w, b + bias)))
+
+    run_worker()  # in this process; its horses are forked from it
+
+    done = Submission.objects.filter(task=task).order_by("pk")
+    assert [s.status for s in done] == ["succeeded"] * 2, [s.error_message for s in done]
+    pids = reads.read_text().split()
+    # The first job's horse read it (the worker did not know the task yet), then the worker,
+    # once: the second job's horse inherited it.
+    assert len(pids) == 2 and pids.count(str(os.getpid())) == 1, pids
