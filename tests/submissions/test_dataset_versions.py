@@ -208,6 +208,17 @@ def test_a_real_worker_re_scores_on_the_new_version_and_the_board_follows(
     assert "in step" in check()
 
 
+def started_submission(task: Task, user: Any) -> Submission:
+    """A submission of ``task`` as a job starts it: its task row read then, as a horse gets it."""
+    pending = Submission.objects.create(
+        task=task, user=user, sha256="0" * 64, size_bytes=1, original_name="m.onnx"
+    )
+    pending.model_file.save("m.onnx", ContentFile(b"x"), save=True)
+    started = submission_start(submission_id=pending.pk, worker_name="w")
+    assert started is not None
+    return started
+
+
 @pytest.mark.django_db
 def test_a_horse_that_preloaded_the_old_version_loads_the_new_one(
     make_task: Any, alice: Any
@@ -216,13 +227,7 @@ def test_a_horse_that_preloaded_the_old_version_loads_the_new_one(
     task_dataset_replace(task_id=task.pk)
     jobs.dataset_preload(Task.objects.get(pk=task.pk))  # a ready horse warmed up on v1
     replace_dataset(task, digits_like(n=24, seed=2))
-    pending = Submission.objects.create(
-        task=task, user=alice, sha256="0" * 64, size_bytes=1, original_name="m.onnx"
-    )
-    pending.model_file.save("m.onnx", ContentFile(b"x"), save=True)
-    started = submission_start(submission_id=pending.pk, worker_name="w")
-    assert started is not None
-    _, data = jobs._load(started)
+    _, data = jobs._load(started_submission(task, alice))
     assert len(data.inputs) == 24
 
 
@@ -270,13 +275,7 @@ def test_a_dataset_the_worker_holds_is_what_its_horse_evaluates_on_without_readi
     jobs.keep_dataset_for_horses(Task.objects.get(pk=task.pk))  # held: not read again
     jobs.dataset_preload(Task.objects.get(pk=task.pk))  # the ready horse's warm-up: inherited
     assert len(reads.read_text().split()) == 1
-    pending = Submission.objects.create(
-        task=task, user=alice, sha256="0" * 64, size_bytes=1, original_name="m.onnx"
-    )
-    pending.model_file.save("m.onnx", ContentFile(b"x"), save=True)
-    started = submission_start(submission_id=pending.pk, worker_name="w")
-    assert started is not None
-    _, data = jobs._load(started)
+    _, data = jobs._load(started_submission(task, alice))
     assert len(data.inputs) == 40 and len(reads.read_text().split()) == 1
     # A new version is another dataset: the held one is dropped, the new one read.
     replace_dataset(task, digits_like(n=24, seed=2))
