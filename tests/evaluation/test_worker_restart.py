@@ -191,7 +191,14 @@ def test_a_second_worker_under_a_live_workers_name_is_refused_and_touches_nothin
     from evaluation.worker import EvaluationWorker
 
     live = start_worker("twin")
-    wait_for("twin registered", lambda: registered_pid(queue, "twin") == live.pid, 60, [live])
+    # Registered with rq, then its first heartbeat published: both, before the impostor comes
+    # (asking for the registration alone raced the heartbeat on a loaded box).
+    wait_for(
+        "twin registered and online",
+        lambda: registered_pid(queue, "twin") == live.pid and "twin" in online_workers(queue),
+        60,
+        [live],
+    )
     impostor = EvaluationWorker([queue], connection=queue.connection, name="twin")
 
     with pytest.raises(ValueError, match="There exists an active worker named 'twin' already"):
