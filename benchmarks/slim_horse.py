@@ -27,11 +27,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from benchmarks.fork_cost import _anon_mb, _setup_django
+
 ROOT = Path(__file__).resolve().parent.parent
-MINIMAL_TIMING = {"min_time_s": 0.0, "min_batches": 1, "passes": 1}  # floor_bench's
 PARENTS = ("django", "slim")
 
 
@@ -44,34 +46,18 @@ def write_workload(folder: Path, workload: str) -> None:
     work = workloads()[0 if workload == "digits" else 1]
     (folder / "model.onnx").write_bytes(work.model)
     np.savez(folder / "data.npz", inputs=work.data.inputs, targets=work.data.targets)
-    spec = work.spec
-    (folder / "spec.json").write_text(
-        json.dumps(
-            {
-                "batch_size": spec.batch_size,
-                "input_shape": spec.input_shape,
-                "input_dtype": spec.input_dtype,
-                "output_shape": spec.output_shape,
-                "metric": spec.metric,
-                "max_model_bytes": spec.max_model_bytes,
-                "time_limit_s": spec.time_limit_s,
-            }
-        )
-    )
+    # The task's spec with floor_bench's one-batch timing phase, as plain data (no Django needed
+    # to read it back).
+    from benchmarks.floor_bench import MINIMAL_TIMING
 
-
-def _anon_mb() -> int:
-    with open("/proc/self/status") as status:
-        line = next(row for row in status if row.startswith("RssAnon"))
-    return int(line.split()[1]) // 1024
+    spec = {k: v for k, v in asdict(work.spec).items() if k != "timing"}
+    (folder / "spec.json").write_text(json.dumps({**spec, "timing": MINIMAL_TIMING}))
 
 
 def parent(kind: str, folder: Path, forks: int) -> dict[str, Any]:
     """In a fresh process: load what a worker of ``kind`` holds, then fork ``forks`` horses that
     each evaluate the model once and report their own CPU and minor faults."""
     if kind == "django":
-        from benchmarks.fork_cost import _setup_django
-
         _setup_django()
     import numpy as np
 
@@ -83,7 +69,7 @@ def parent(kind: str, folder: Path, forks: int) -> dict[str, Any]:
     raw["input_shape"], raw["output_shape"] = (
         tuple(raw[k]) for k in ("input_shape", "output_shape")
     )
-    spec = TaskSpec(**raw, timing=TimingProtocol.from_config(MINIMAL_TIMING))
+    spec = TaskSpec(**{**raw, "timing": TimingProtocol.from_config(raw["timing"])})
     model = (folder / "model.onnx").read_bytes()
     with np.load(folder / "data.npz") as arrays:
         data = Dataset.from_arrays({"inputs": arrays["inputs"], "targets": arrays["targets"]})

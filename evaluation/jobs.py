@@ -89,11 +89,14 @@ def _read_dataset(task: Task) -> Dataset:
 def dataset_preload(task: Task) -> None:
     """Load the task's dataset now, for the evaluation this process runs next (a ready horse,
     unless its worker held that dataset already: ``keep_dataset_for_horses``)."""
-    key = _dataset_key(task)
-    if key in _preloaded:
-        return
+    if _dataset_key(task) not in _preloaded:
+        _hold(task, _read_dataset(task))
+
+
+def _hold(task: Task, data: Dataset) -> None:
+    """``data`` is now the one dataset this process keeps: one task's, one version's."""
     _preloaded.clear()
-    _preloaded[key] = _read_dataset(task)
+    _preloaded[_dataset_key(task)] = data
 
 
 # The largest dataset a worker keeps for its horses (``keep_dataset_for_horses``): every fork
@@ -115,7 +118,7 @@ def keep_dataset_for_horses(task: Task) -> None:
     key = _dataset_key(task)
     if key in _preloaded or key == _too_large_for_worker:
         return
-    _preloaded.clear()
+    _preloaded.clear()  # another task's or version's: not kept while this one is read
     try:
         data = _read_dataset(task)
     except Exception as exc:
@@ -124,7 +127,7 @@ def keep_dataset_for_horses(task: Task) -> None:
     if data.inputs.nbytes + data.targets.nbytes > WORKER_DATASET_MAX_BYTES:
         _too_large_for_worker = key
         return
-    _preloaded[key] = data
+    _hold(task, data)
 
 
 def _load(submission: Submission) -> tuple[bytes, Dataset]:
@@ -361,8 +364,7 @@ def warm_onnxruntime() -> None:
         tiny_model(),
         DeviceConfig(worker_name="warm-up", use_cuda=False, intra_op_threads=1, inter_op_threads=1),
     )
-    session.run(None, {"x": np.zeros(4, dtype=np.float32)})
-    del session
+    session.run(None, {"x": np.zeros(4, dtype=np.float32)})  # dropped on return
 
 
 # Set in an EvaluationWorker's work horse (``leave_boards_to_worker``): the worker refreshes the

@@ -436,8 +436,11 @@ _DOT_SCREENED = (np.dtype(np.float32), np.dtype(np.float64))  # what BLAS dots
 # Predictions this large are screened in parts, one thread each (numpy lets go of the GIL in the
 # dot product): one thread read memory at about 12 GB/s on an H200 host, where the depth model's
 # 26 MB took 2.2 ms, more than the runner's whole 1.9 ms (1.095x) over a bare IOBinding loop.
-_SCREEN_PART_BYTES = 4 << 20  # below this, starting a thread costs more than it saves
-_SCREEN_THREADS = 4  # where memory bandwidth stops growing with threads on common hosts
+# Chosen, not tuned: four parts screened 26 MB in 0.57-0.60 ms on the H200 host against one
+# thread's 0.85-0.95 ms (more parts were not tried); on the 2-core box two parts took 0.63 ms
+# against 0.67-0.70, the threads' start eating most of the gain, so parts stay at 4 MB or more.
+_SCREEN_PART_BYTES = 4 << 20
+_SCREEN_THREADS = 4
 
 
 def _dot_finite(values: np.ndarray) -> bool:
@@ -489,7 +492,7 @@ def _screened_finite(preds: np.ndarray) -> bool:
     several threads from 8 MB (``_screen_parts``); other floats, and arrays not contiguous row by
     row, their sum. On the depth model's 26 MB of predictions the dot product took 0.56-0.70 ms
     against the sum's 1.09-1.21 ms on the 2-core development box (medians of 40, one and two BLAS
-    threads), 0.46 ms in two parts; the sum had itself replaced ``np.isfinite``'s mask (1.8-2.1
+    threads), 0.63 ms in two parts; the sum had itself replaced ``np.isfinite``'s mask (1.8-2.1
     -> 1.5-1.75 ms in a fresh process there, 3.6 -> 3.3 ms on an H200 host). On the digits
     model's 10,000 values: 0.83 µs against the mask's 1.77 µs there, which is why every size is
     screened (a tenth of the runner's whole margin over a bare loop)."""
