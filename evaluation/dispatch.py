@@ -96,15 +96,22 @@ def fair_pick(
     submission_id = submission_id_of(job)
     if submission_id is None:
         return job, queue
+    candidates = None
+    if _others_waiting(queue.connection, queues):
+        candidates = next_candidates(classes=classes)
+        if candidates and candidates[0][0] == submission_id:
+            # Its turn, as the popped job mostly is: queued and of these classes, so the row
+            # need not be read (one query a job instead of two in a burst).
+            return job, queue
     row = _submission_row(submission_id)
     if row is None or row[0] != Submission.Status.QUEUED:
         return job, queue  # it runs, finds its submission gone or taken, and does nothing
     if row[2] not in classes:
         _send_to_its_class(job, queue, submission_id, row[1])
         return None
-    if not _others_waiting(queue.connection, queues):
+    if candidates is None:
         return job, queue  # no other job to swap in: no turn to take (saves the fair order query)
-    for candidate_id, candidate_job_id, device_class in next_candidates(classes=classes):
+    for candidate_id, candidate_job_id, device_class in candidates:
         if candidate_id == submission_id:
             break
         wanted_queue = queues.get(queue_name(device_class))
