@@ -446,6 +446,11 @@ def _refresh_boards() -> None:
     refresh_boards(job.connection if job else None, job.origin if job else None)
 
 
+# How often a worker whose queue still holds jobs looks for results pending past BOARD_LAG_S.
+STALE_LOOK_EVERY_S = 0.25
+_stale_looked_at = float("-inf")
+
+
 def refresh_boards(connection: Redis | None, queue: str | None) -> None:
     """The board refreshes owed after a job (``leaderboard.leaderboard_drain``): every pending
     result when no other job waits in ``queue``, waiting for another process's drain in flight
@@ -458,8 +463,14 @@ def refresh_boards(connection: Redis | None, queue: str | None) -> None:
         waiting = False
         if connection is not None and queue is not None:
             waiting = bool(connection.llen(Queue(queue, connection=connection).key))
+        global _stale_looked_at
         if waiting:
-            leaderboard_drain_stale(older_than_s=BOARD_LAG_S)
+            # A worker in a burst looks for results past the lag at most every
+            # STALE_LOOK_EVERY_S (a query a job otherwise): a result may wait that much longer.
+            clock = time.monotonic()
+            if clock - _stale_looked_at >= STALE_LOOK_EVERY_S:
+                _stale_looked_at = clock
+                leaderboard_drain_stale(older_than_s=BOARD_LAG_S)
         else:
             leaderboard_drain_stale(older_than_s=0.0, look_again=True, wait_s=DRAIN_WAIT_S)
     except StopRequested:

@@ -40,14 +40,16 @@ def _plain_http_and_fresh_rate_limits(settings: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _no_dataset_held_from_another_test(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_worker_state_from_another_test(monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker run in this process holds its last task's dataset for its horses
     (``jobs.keep_dataset_for_horses``); each test starts with none, since ids can come again
-    once a test's transaction has been rolled back."""
+    once a test's transaction has been rolled back. Nor does it start with another test's
+    look for stale board results (``jobs.refresh_boards``) a moment ago."""
     from evaluation import jobs
 
     monkeypatch.setattr(jobs, "_preloaded", {})
     monkeypatch.setattr(jobs, "_too_large_for_worker", None)
+    monkeypatch.setattr(jobs, "_stale_looked_at", float("-inf"))
 
 
 @pytest.fixture(autouse=True)

@@ -331,3 +331,34 @@ def test_the_queues_last_job_waits_for_a_drain_in_flight_instead_of_leaving_its_
     assert not LeaderboardPending.objects.exists()
     assert _names(task) == ["alice"]
     assert_in_step(task)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_with_jobs_waiting_looks_for_stale_results_at_most_every_quarter_second(
+    make_task: Any, alice: Any, queue: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a burst the look for results pending past the lag is a query a job: a worker looks
+    at most every ``STALE_LOOK_EVERY_S``, and still drains a stale result when it looks."""
+    task = make_task()
+    mine = running(task, alice)
+    assert submission_succeed(submission_id=mine.pk, result=result(0.7), drain=False)
+    LeaderboardPending.objects.update(created_at=timezone.now() - timedelta(seconds=10))
+    queue.enqueue("builtins.print")  # a job waits
+    with CaptureQueriesContext(connection) as first:
+        jobs.refresh_boards(queue.connection, queue.name)
+    assert first.captured_queries  # it looked, and drained the stale result
+    assert not LeaderboardPending.objects.exists()
+    assert _names(task) == ["alice"]
+
+    theirs = running(task, alice)
+    assert submission_succeed(submission_id=theirs.pk, result=result(0.8), drain=False)
+    LeaderboardPending.objects.update(created_at=timezone.now() - timedelta(seconds=10))
+    with CaptureQueriesContext(connection) as again:
+        jobs.refresh_boards(queue.connection, queue.name)  # at once: no look
+    assert again.captured_queries == []
+    assert LeaderboardPending.objects.filter(submission=theirs).exists()
+
+    monkeypatch.setattr(jobs, "_stale_looked_at", time.monotonic() - jobs.STALE_LOOK_EVERY_S)
+    jobs.refresh_boards(queue.connection, queue.name)  # the interval over: it looks again
+    assert not LeaderboardPending.objects.exists()
+    assert_in_step(task)
