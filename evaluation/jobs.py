@@ -455,24 +455,21 @@ def refresh_boards(connection: Redis | None, queue: str | None) -> None:
     """The board refreshes owed after a job (``leaderboard.leaderboard_drain``): every pending
     result when no other job waits in ``queue``, waiting for another process's drain in flight
     rather than leaving them to it; else, while its later jobs will refresh the rest, those
-    pending longer than ``BOARD_LAG_S`` (with whatever is pending beside them). Results are
-    committed already: a failure here is logged, and recovery refreshes later. A stop request
-    (rq raises StopRequested in an idle worker) goes through; the refresh's transaction rolls
-    back."""
+    pending longer than ``BOARD_LAG_S`` (with whatever is pending beside them), looked for at
+    most every ``STALE_LOOK_EVERY_S`` (a query a job in a burst otherwise: a result may wait
+    that much longer). Results are committed already: a failure here is logged, and recovery
+    refreshes later. A stop request (rq raises StopRequested in an idle worker) goes through;
+    the refresh's transaction rolls back."""
+    global _stale_looked_at
     try:
         waiting = False
         if connection is not None and queue is not None:
             waiting = bool(connection.llen(Queue(queue, connection=connection).key))
-        global _stale_looked_at
-        if waiting:
-            # A worker in a burst looks for results past the lag at most every
-            # STALE_LOOK_EVERY_S (a query a job otherwise): a result may wait that much longer.
-            clock = time.monotonic()
-            if clock - _stale_looked_at >= STALE_LOOK_EVERY_S:
-                _stale_looked_at = clock
-                leaderboard_drain_stale(older_than_s=BOARD_LAG_S)
-        else:
+        if not waiting:
             leaderboard_drain_stale(older_than_s=0.0, look_again=True, wait_s=DRAIN_WAIT_S)
+        elif time.monotonic() - _stale_looked_at >= STALE_LOOK_EVERY_S:
+            _stale_looked_at = time.monotonic()
+            leaderboard_drain_stale(older_than_s=BOARD_LAG_S)
     except StopRequested:
         raise
     except Exception:
