@@ -451,7 +451,7 @@ STALE_LOOK_EVERY_S = 0.25
 _stale_looked_at = float("-inf")
 
 
-def refresh_boards(connection: Redis | None, queue: str | None) -> None:
+def refresh_boards(connection: Redis | None, queue: str | None) -> bool:
     """The board refreshes owed after a job (``leaderboard.leaderboard_drain``): every pending
     result when no other job waits in ``queue``, waiting for another process's drain in flight
     rather than leaving them to it; else, while its later jobs will refresh the rest, those
@@ -459,10 +459,11 @@ def refresh_boards(connection: Redis | None, queue: str | None) -> None:
     most every ``STALE_LOOK_EVERY_S`` (a query a job in a burst otherwise: a result may wait
     that much longer). Results are committed already: a failure here is logged, and recovery
     refreshes later. A stop request (rq raises StopRequested in an idle worker) goes through;
-    the refresh's transaction rolls back."""
+    the refresh's transaction rolls back. Returns whether another job waited in ``queue``
+    (False when that could not be read)."""
     global _stale_looked_at
+    waiting = False
     try:
-        waiting = False
         if connection is not None and queue is not None:
             waiting = bool(connection.llen(Queue(queue, connection=connection).key))
         if not waiting:
@@ -474,3 +475,4 @@ def refresh_boards(connection: Redis | None, queue: str | None) -> None:
         raise
     except Exception:
         log.exception("board refresh after a job failed; recovery will refresh it")
+    return waiting

@@ -182,6 +182,7 @@ class EvaluationWorker(Worker):
         self._results: ResultReader | None = None  # where its horse sends the result
         self._saved = False  # whether this worker saved the running job's result
         self._last_rq_heartbeat = (float("-inf"), 0)  # when, and the TTL it gave (heartbeat())
+        self._job_waits = False  # another job waited when the last one ended (execute_job)
 
     def bootstrap(self, *args: Any, **kwargs: Any) -> None:
         # The name first: a mistaken second worker under a live one's name must not publish
@@ -371,6 +372,7 @@ class EvaluationWorker(Worker):
         self.publish_heartbeat(force=True)
 
     def _ensure_ready_horse(self) -> None:
+        job_waits, self._job_waits = self._job_waits, False  # once: a dequeue may find none
         if not settings.EVAL_READY_HORSE or self.is_horse:
             return
         if self._ready is not None and ready_horse.is_alive(self._ready.pid):
@@ -378,6 +380,15 @@ class EvaluationWorker(Worker):
         if self._ready is not None:
             log.warning("worker %s: its ready work horse died while waiting", self.name)
             ready_horse.stop(self._ready)
+            self._ready = None
+        if job_waits and not (self.device_choice and self.device_choice.use_cuda):
+            # A CPU worker in a burst: the next job is there already, so its horse is forked
+            # after the claim as rq does. A ready horse would wait for nothing, and everything
+            # the worker writes between the fork and the horse's end (the dequeue, fair turn,
+            # claim and rq's preparation as well) would copy its page instead of only making it
+            # writable again (docs/benchmarks.md). A GPU worker's horse warms CUDA up: it keeps
+            # its ready horse.
+            return
         if self._last_task is not None:
             keep_dataset_for_horses(self._last_task)  # inherited, not read again, by the horse
         read_fd, write_fd = os.pipe()
@@ -487,7 +498,7 @@ class EvaluationWorker(Worker):
             if submission_id is not None:
                 # The board refreshes the job owed, its horse's result or a dead horse's: here,
                 # where the queries are compiled and the tables' catalogs read already.
-                refresh_boards(job.connection, job.origin)
+                self._job_waits = refresh_boards(job.connection, job.origin)
 
     def prepare_execution(self, job: Job) -> Execution:
         """rq's preparation of the job (rq.executions.prepare_execution: the execution, the busy

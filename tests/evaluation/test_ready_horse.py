@@ -14,7 +14,8 @@ import psutil
 import pytest
 from django.db import connection
 
-from evaluation import heartbeat
+from evaluation import heartbeat, ready_horse
+from evaluation.device import DeviceChoice
 from evaluation.worker import EvaluationWorker
 from submissions import services
 from submissions.models import Submission
@@ -170,3 +171,62 @@ def test_the_worker_compiles_the_jobs_first_read_before_it_forks_its_horses(
     assert not services.JOB_START_READ.is_prepared()
     run_worker()  # an empty queue: it starts, forks its ready horse, and stops
     assert services.JOB_START_READ.is_prepared(), "the worker left its horses to compile it"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cpu_worker_with_jobs_waiting_forks_each_horse_after_its_claim(
+    queue: Any, alice: Any, make_task: Any, settings: Any
+) -> None:
+    """The first job of a burst goes to the ready horse forked while the worker was idle; while
+    jobs still wait, a CPU worker forks each next horse after its claim, as rq does; once the
+    queue is empty it forks a ready horse again (and stops it when the burst worker ends)."""
+    settings.EVAL_READY_HORSE = True
+    task = make_task(submissions_per_day=10)
+    submissions = [submit(alice, task, fast_model()) for _ in range(3)]
+    worker = EvaluationWorker([queue], connection=queue.connection, name="burst-cpu")
+    ways: list[str] = []
+    readies: list[int] = []
+    hand_over, ensure = worker._hand_to_ready_horse, worker._ensure_ready_horse
+
+    def recording_hand_over(job: Any, job_queue: Any) -> bool:
+        handed = hand_over(job, job_queue)  # the real hand-over, or False without a ready horse
+        ways.append("ready horse" if handed else "forked after the claim")
+        return handed
+
+    def recording_ensure() -> None:
+        ensure()
+        if worker._ready is not None and worker._ready.pid not in readies:
+            readies.append(worker._ready.pid)
+
+    worker._hand_to_ready_horse = recording_hand_over  # type: ignore[method-assign]
+    worker._ensure_ready_horse = recording_ensure  # type: ignore[method-assign]
+    worker.work(burst=True, with_scheduler=False)
+
+    rows = [row(s) for s in submissions]
+    assert [r.status for r in rows] == ["succeeded"] * 3, [r.error_message for r in rows]
+    assert ways == ["ready horse", "forked after the claim", "forked after the claim"]
+    assert len(readies) == 2  # before the first job, and after the last, with the queue empty
+    assert all(horse_gone(pid) for pid in readies)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_gpu_worker_keeps_its_ready_horse_while_jobs_wait(queue: Any, settings: Any) -> None:
+    """A GPU worker's ready horse warms CUDA up ahead of its job, so it is forked with jobs
+    waiting too. (The device choice is set as start_device sets it after a passing CUDA
+    self-test; this machine has no GPU, so the horse itself warms up on the CPU.)"""
+    settings.EVAL_READY_HORSE = True
+    cpu = EvaluationWorker([queue], connection=queue.connection, name="waits-cpu")
+    cpu._job_waits = True
+    cpu._ensure_ready_horse()
+    assert cpu._ready is None
+    cpu._ensure_ready_horse()  # once: the dequeue after it may have found the queue empty
+    assert cpu._ready is not None
+    gpu = EvaluationWorker([queue], connection=queue.connection, name="waits-gpu")
+    gpu.device_choice = DeviceChoice(use_cuda=True)
+    gpu._job_waits = True
+    gpu._ensure_ready_horse()
+    assert gpu._ready is not None
+    for worker in (cpu, gpu):
+        assert worker._ready is not None
+        ready_horse.stop(worker._ready)  # ends and reaps it
+        assert horse_gone(worker._ready.pid)
