@@ -354,6 +354,10 @@ class EvaluationWorker(Worker):
 
     def fork_work_horse(self, job: Job, queue: Queue) -> None:
         claim = self._claim_for_horse(job)
+        if claim is not None and claim.submission is not None:
+            # Held here, as for a ready horse: this horse and the next ones inherit it (a CPU
+            # worker in a burst forks every horse this way).
+            keep_dataset_for_horses(claim.submission.task)
         pipe = os.pipe() if sends_result(claim) else None
         hand_claim(claim, pipe[1] if pipe else None)  # the horse forked next inherits them
         try:
