@@ -216,17 +216,19 @@ def test_a_gpu_worker_keeps_its_ready_horse_while_jobs_wait(queue: Any, settings
     self-test; this machine has no GPU, so the horse itself warms up on the CPU.)"""
     settings.EVAL_READY_HORSE = True
     cpu = EvaluationWorker([queue], connection=queue.connection, name="waits-cpu")
-    cpu._job_waits = True
-    cpu._ensure_ready_horse()
-    assert cpu._ready is None
-    cpu._ensure_ready_horse()  # once: the dequeue after it may have found the queue empty
-    assert cpu._ready is not None
     gpu = EvaluationWorker([queue], connection=queue.connection, name="waits-gpu")
     gpu.device_choice = DeviceChoice(use_cuda=True)
-    gpu._job_waits = True
-    gpu._ensure_ready_horse()
-    assert gpu._ready is not None
-    for worker in (cpu, gpu):
-        assert worker._ready is not None
-        ready_horse.stop(worker._ready)  # ends and reaps it
-        assert horse_gone(worker._ready.pid)
+    try:
+        cpu._job_waits = True
+        cpu._ensure_ready_horse()
+        assert cpu._ready is None
+        cpu._ensure_ready_horse()  # once: the dequeue after it may have found the queue empty
+        assert cpu._ready is not None
+        gpu._job_waits = True
+        gpu._ensure_ready_horse()
+        assert gpu._ready is not None
+    finally:
+        for worker in (cpu, gpu):
+            if worker._ready is not None:
+                ready_horse.stop(worker._ready)  # ends and reaps it
+                assert horse_gone(worker._ready.pid)
