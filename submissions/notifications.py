@@ -66,8 +66,14 @@ def notification_record(
                 notification.save(force_insert=True)
         except IntegrityError:
             return None
-    transaction.on_commit(lambda: _enqueue_logging_redis_errors(notification.pk))
+    notification_enqueue_after_commit(notification.pk)
     return notification
+
+
+def notification_enqueue_after_commit(notification_id: int) -> None:
+    """The delivery job of a notification just recorded, once its transaction has committed (at
+    once outside one)."""
+    transaction.on_commit(lambda: _enqueue_logging_redis_errors(notification_id))
 
 
 def _insert_unless_recorded(notification: Notification) -> int | None:

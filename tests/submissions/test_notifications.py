@@ -179,7 +179,8 @@ def test_a_work_horses_success_records_the_run_it_started_without_reading_it_aga
 ) -> None:
     """The horse passes the row submission_start gave it: the success's notification and board
     refresh (left pending here, as a horse leaves it to its worker) carry that row's run and
-    task, with one read fewer in the transaction."""
+    task, with one read fewer in the transaction; on PostgreSQL the success is one statement
+    whose UPDATE returns them, with or without the row."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -205,7 +206,10 @@ def test_a_work_horses_success_records_the_run_it_started_without_reading_it_aga
     other = running(make_task(slug="other"), carol)
     with CaptureQueriesContext(connection) as without, django_capture_on_commit_callbacks():
         submission_succeed(submission_id=other.pk, result=result(0.8), drain=False)
-    assert len(with_row) == len(without) - 1
+    if connection.vendor == "postgresql":
+        assert len(with_row) == len(without) == 1
+    else:
+        assert len(with_row) == len(without) - 1
 
 
 def test_the_webhook_gets_a_signed_slack_compatible_body_and_the_attempt_is_logged(
