@@ -216,7 +216,14 @@ def stop(horse: ReadyHorse) -> None:
         os.close(horse.result_fd)
     with contextlib.suppress(OSError):
         os.close(horse.write_fd)  # end of file: the horse exits by itself
+    if not is_alive(horse.pid):
+        return  # reaped already (here or by the caller): its pid may be another process's now
     with contextlib.suppress(OSError):
         os.killpg(horse.pid, signal.SIGKILL)  # ... or is busy warming up: no need to wait
+    with contextlib.suppress(OSError):
+        # Also by its pid: a horse forked a moment ago may not have made its process group yet
+        # (killpg then finds none), and may never see the end of file either while a process
+        # forked after it holds the pipe's write end.
+        os.kill(horse.pid, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(horse.pid, 0)
