@@ -321,16 +321,44 @@ JOB_START_READ = CompiledObject(
 
 def submission_start(*, submission_id: int, worker_name: str) -> Submission | None:
     """queued → running. None when the submission is no longer queued (cancelled, already done)."""
-    updated = Submission.objects.filter(pk=submission_id, status=Status.QUEUED).update(
-        status=Status.RUNNING,
-        started_at=timezone.now(),
-        worker_name=worker_name,
-        progress=0.0,
-        attempts=F("attempts") + 1,
-    )
-    if not updated:
+    if not _claim(submission_id, worker_name):
         return None
     return JOB_START_READ({"id": submission_id})  # None only if deleted meanwhile: skipped
+
+
+_CLAIM_SQL: dict[str, str] = {}  # by database vendor
+
+
+def _claim(submission_id: int, worker_name: str) -> bool:
+    """The claim's one UPDATE (queued → running, one more attempt), its SQL written once per
+    process from the model's columns and each value prepared by its field: the ORM compiled it
+    on every job, 0.57 ms of the worker's CPU against 0.07 ms for the statement (2-core box)."""
+    meta = Submission._meta
+    started_at = cast("Field[Any, Any]", meta.get_field("started_at"))
+    sql = _CLAIM_SQL.get(connection.vendor)
+    if sql is None:
+        quote = connection.ops.quote_name
+        column = {
+            name: quote(str(cast("Field[Any, Any]", meta.get_field(name)).column))
+            for name in ("id", "status", "started_at", "worker_name", "progress", "attempts")
+        }
+        sql = _CLAIM_SQL[connection.vendor] = (
+            f"UPDATE {quote(meta.db_table)} SET {column['status']} = %s, "
+            f"{column['started_at']} = %s, {column['worker_name']} = %s, "
+            f"{column['progress']} = %s, {column['attempts']} = {column['attempts']} + 1 "
+            f"WHERE {column['id']} = %s AND {column['status']} = %s"
+        )
+    params = [
+        Status.RUNNING.value,
+        started_at.get_db_prep_save(timezone.now(), connection),
+        worker_name,
+        0.0,
+        submission_id,
+        Status.QUEUED.value,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount > 0
 
 
 def submission_set_progress(*, submission_id: int, progress: float) -> None:
