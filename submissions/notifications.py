@@ -76,14 +76,20 @@ def notification_enqueue_after_commit(notification_id: int) -> None:
     transaction.on_commit(lambda: _enqueue_logging_redis_errors(notification_id))
 
 
+def one_per_run_fields() -> list[Any]:
+    """The fields of the one-notification-per-run constraint: the conflict an insert skips."""
+    meta = Notification._meta
+    (one_per_run,) = [c for c in meta.constraints if c.name == ONE_PER_RUN]
+    return [meta.get_field(name) for name in cast(UniqueConstraint, one_per_run).fields]
+
+
 def _insert_unless_recorded(notification: Notification) -> int | None:
     """The row's new id, or None when its run has one: one ``INSERT … ON CONFLICT DO NOTHING
     RETURNING`` where a savepoint around a plain INSERT took three round trips (SAVEPOINT,
     INSERT, RELEASE) in the transaction that holds the submission's row lock."""
     meta = Notification._meta
     fields = [f for f in meta.concrete_fields if not f.primary_key]
-    (one_per_run,) = [c for c in meta.constraints if c.name == ONE_PER_RUN]
-    unique = [meta.get_field(name) for name in cast(UniqueConstraint, one_per_run).fields]
+    unique = one_per_run_fields()
 
     def names(of: Iterable[Any]) -> str:
         return ", ".join(connection.ops.quote_name(str(f.column)) for f in of)

@@ -48,7 +48,11 @@ from submissions.leaderboard import (
 from submissions.leaderboard_models import LeaderboardPending
 from submissions.models import DatasetVersion, Submission, Task, Team
 from submissions.notification_models import Notification
-from submissions.notifications import notification_enqueue_after_commit, notification_record
+from submissions.notifications import (
+    notification_enqueue_after_commit,
+    notification_record,
+    one_per_run_fields,
+)
 from submissions.quotas import quota_and_duplicate, team_id_of
 from submissions.turns import RERUN_PRIORITY
 
@@ -329,28 +333,35 @@ def submission_start(*, submission_id: int, worker_name: str) -> Submission | No
 _CLAIM_SQL: dict[str, str] = {}  # by database vendor
 
 
+def _field(model: Any, name: str) -> Field[Any, Any]:
+    return cast("Field[Any, Any]", model._meta.get_field(name))
+
+
+def _column(model: Any, name: str) -> str:
+    """``model``'s column for the field ``name``, quoted for this connection's database."""
+    return connection.ops.quote_name(str(_field(model, name).column))
+
+
 def _claim(submission_id: int, worker_name: str) -> bool:
     """The claim's one UPDATE (queued → running, one more attempt), its SQL written once per
     process from the model's columns and each value prepared by its field: the ORM compiled it
     on every job, 0.57 ms of the worker's CPU against 0.07 ms for the statement (2-core box)."""
-    meta = Submission._meta
-    started_at = cast("Field[Any, Any]", meta.get_field("started_at"))
     sql = _CLAIM_SQL.get(connection.vendor)
     if sql is None:
-        quote = connection.ops.quote_name
         column = {
-            name: quote(str(cast("Field[Any, Any]", meta.get_field(name)).column))
+            name: _column(Submission, name)
             for name in ("id", "status", "started_at", "worker_name", "progress", "attempts")
         }
         sql = _CLAIM_SQL[connection.vendor] = (
-            f"UPDATE {quote(meta.db_table)} SET {column['status']} = %s, "
+            f"UPDATE {connection.ops.quote_name(Submission._meta.db_table)} "
+            f"SET {column['status']} = %s, "
             f"{column['started_at']} = %s, {column['worker_name']} = %s, "
             f"{column['progress']} = %s, {column['attempts']} = {column['attempts']} + 1 "
             f"WHERE {column['id']} = %s AND {column['status']} = %s"
         )
     params = [
         Status.RUNNING.value,
-        started_at.get_db_prep_save(timezone.now(), connection),
+        _field(Submission, "started_at").get_db_prep_save(timezone.now(), connection),
         worker_name,
         0.0,
         submission_id,
@@ -443,33 +454,25 @@ def _succeed_in_a_transaction(
     return int(task_id)
 
 
-def _succeed_in_one_statement(submission_id: int, values: Mapping[str, Any]) -> int | None:
-    """PostgreSQL: the success's UPDATE, its board's pending row (``LeaderboardPending``) and
-    its notification (at most one per run, ``notifications.notification_record``) in one
-    statement of data-modifying WITH queries, atomic on its own or in the caller's transaction.
-    One round trip where the transaction took five (BEGIN, the UPDATE, two INSERTs, COMMIT), and
-    no compilation of a 25-column UPDATE by the ORM per result; each value is prepared by its
-    field, as the ORM prepares it. The task's id, or None when the submission was not running."""
+@dataclass(frozen=True)
+class _SuccessStatement:
+    sql: str
+    sets: tuple[Field[Any, Any], ...]  # the UPDATE's, in the order of their parameters
+    note_fields: tuple[Field[Any, Any], ...]  # the notification's columns given as parameters
+
+
+_SUCCESS_STATEMENTS: dict[tuple[str, ...], _SuccessStatement] = {}  # by the columns written
+
+
+def _success_statement(names: tuple[str, ...]) -> _SuccessStatement:
+    """``_succeed_in_one_statement``'s SQL for the columns ``names``, written once per process."""
+    statement = _SUCCESS_STATEMENTS.get(names)
+    if statement is not None:
+        return statement
     quote = connection.ops.quote_name
-    submission, pending, note = Submission._meta, LeaderboardPending._meta, Notification._meta
-
-    def field_of(meta: Any, name: str) -> Field[Any, Any]:
-        return cast("Field[Any, Any]", meta.get_field(name))
-
-    def column(meta: Any, name: str) -> str:
-        return quote(str(field_of(meta, name).column))
-
-    sets, params = [], []
-    for name, value in values.items():
-        field = field_of(submission, name)
-        sets.append(f"{quote(str(field.column))} = %s")
-        params.append(field.get_db_prep_save(value, connection))
-    params += [submission_id, Status.RUNNING.value]
-    now = timezone.now()
-    params.append(field_of(pending, "created_at").get_db_prep_save(now, connection))
-    recorded = Notification(submission_id=submission_id, run=0, status=Status.SUCCEEDED)
-    note_columns, note_values = [], []
-    for field in note.concrete_fields:
+    sets = tuple(_field(Submission, name) for name in names)
+    note_columns, note_values, note_fields = [], [], []
+    for field in Notification._meta.concrete_fields:
         if field.primary_key:
             continue
         note_columns.append(quote(str(field.column)))
@@ -479,25 +482,53 @@ def _succeed_in_one_statement(submission_id: int, values: Mapping[str, Any]) -> 
             note_values.append("done.runs")
         else:
             note_values.append("%s")
-            params.append(field.get_db_prep_save(field.pre_save(recorded, add=True), connection))
+            note_fields.append(field)
+    conflict = ", ".join(quote(str(f.column)) for f in one_per_run_fields())
     sql = f"""WITH done AS (
-    UPDATE {quote(submission.db_table)} SET {", ".join(sets)}
-    WHERE {column(submission, "id")} = %s AND {column(submission, "status")} = %s
-    RETURNING {column(submission, "id")} AS id, {column(submission, "task")} AS task_id,
-        {column(submission, "runs")} AS runs
+    UPDATE {quote(Submission._meta.db_table)}
+    SET {", ".join(f"{quote(str(f.column))} = %s" for f in sets)}
+    WHERE {_column(Submission, "id")} = %s AND {_column(Submission, "status")} = %s
+    RETURNING {_column(Submission, "id")} AS id, {_column(Submission, "task")} AS task_id,
+        {_column(Submission, "runs")} AS runs
 ), owed AS (
-    INSERT INTO {quote(pending.db_table)} ({column(pending, "task")},
-        {column(pending, "submission")}, {column(pending, "created_at")})
+    INSERT INTO {quote(LeaderboardPending._meta.db_table)} ({_column(LeaderboardPending, "task")},
+        {_column(LeaderboardPending, "submission")}, {_column(LeaderboardPending, "created_at")})
     SELECT done.task_id, done.id, %s FROM done
 ), recorded AS (
-    INSERT INTO {quote(note.db_table)} ({", ".join(note_columns)})
+    INSERT INTO {quote(Notification._meta.db_table)} ({", ".join(note_columns)})
     SELECT {", ".join(note_values)} FROM done
-    ON CONFLICT ({column(note, "submission")}, {column(note, "run")}) DO NOTHING
-    RETURNING {column(note, "id")} AS id
+    ON CONFLICT ({conflict}) DO NOTHING
+    RETURNING {_column(Notification, "id")} AS id
 )
 SELECT done.task_id, (SELECT recorded.id FROM recorded) FROM done"""
+    statement = _SUCCESS_STATEMENTS[names] = _SuccessStatement(sql, sets, tuple(note_fields))
+    return statement
+
+
+def _succeed_in_one_statement(submission_id: int, values: Mapping[str, Any]) -> int | None:
+    """PostgreSQL: the success's UPDATE, its board's pending row (``LeaderboardPending``) and
+    its notification (at most one per run, ``notifications.notification_record``) in one
+    statement of data-modifying WITH queries, atomic on its own or in the caller's transaction.
+    One round trip where the transaction took five (BEGIN, the UPDATE, two INSERTs, COMMIT), and
+    no compilation of a 25-column UPDATE by the ORM per result: the SQL is written once per
+    process, and each value prepared by its field, as the ORM prepares it. The task's id, or
+    None when the submission was not running."""
+    statement = _success_statement(tuple(values))
+    params = [
+        f.get_db_prep_save(value, connection)
+        for f, value in zip(statement.sets, values.values(), strict=True)
+    ]
+    params += [submission_id, Status.RUNNING.value]
+    params.append(
+        _field(LeaderboardPending, "created_at").get_db_prep_save(timezone.now(), connection)
+    )
+    recorded = Notification(submission_id=submission_id, run=0, status=Status.SUCCEEDED)
+    params += [
+        f.get_db_prep_save(f.pre_save(recorded, add=True), connection)
+        for f in statement.note_fields
+    ]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(statement.sql, params)
         row = cursor.fetchone()
     if row is None:
         return None
