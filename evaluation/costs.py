@@ -27,6 +27,18 @@ Conventions (also in the README):
   ``onnx.shape_inference.infer_shapes`` after the input's dimensions are set to the batch shape;
   an output whose shape stays unknown is counted in ``unknown_shapes`` instead.
 
+Shapes: onnx's shape inference with data propagation, which follows the shape arithmetic of most
+exports; where the caller has them, the shapes that a run of the model at the batch shape observed
+(``evaluation.profiled_shapes``) override it. onnxruntime's symbolic shape inference is not used
+here: it writes files into the process's working directory whenever it falls short, and its time
+grows steeply with the graph, both wrong for the web process this runs in at upload.
+
+**Complete or not**: the MACs (and so the FLOPs) are complete when no node in ``MAC_BEARING``
+(operators that multiply-accumulate, or bodies and functions that may hold such operators) and no
+operator outside the standard domain is left in ``not_counted``. An incomplete count is never
+ranked as if it were the whole (``submissions.ranking``): ``StaticCosts.complete`` says which,
+and ``incomplete_reason`` says why, on every surface.
+
 Hostile files: only shapes are read, never tensor data. Shape inference runs on a copy whose large
 tensors are stubs (type and dims, no data), so memory stays near the size of the graph's structure,
 and graphs above MAX_GRAPH_SIZE are not analysed (the time is linear in the size below that).
@@ -36,7 +48,7 @@ Every failure is ``CostsUnavailable``.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import onnx
@@ -59,8 +71,49 @@ _MAX_RANK = 64
 _KEEP_TENSOR_BYTES = 64 * 1024  # tensors this small keep their data: shape inference may need it
 
 
+# Operators that multiply-accumulate, and those whose bodies or functions may hold operators
+# that do: while one of them is not counted, the MACs and FLOPs are a part, not the whole.
+MAC_BEARING = frozenset(
+    [
+        "Conv",
+        "ConvInteger",
+        "ConvTranspose",
+        "DeformConv",
+        "Einsum",
+        "GRU",
+        "Gemm",
+        "If",
+        "LSTM",
+        "Loop",
+        "MatMul",
+        "MatMulInteger",
+        "QLinearConv",
+        "QLinearMatMul",
+        "RNN",
+        "Scan",
+    ]
+)
+SHAPES_INFERRED = "inference"  # shapes from the graph alone
+SHAPES_OBSERVED = "run"  # shapes a run of the model at the task's batch shape observed
+
+
 class CostsUnavailable(Exception):
     """The costs of this model cannot be computed; ``str(exc)`` says why, in plain words."""
+
+
+def uncounted_macs(not_counted: Mapping[str, int]) -> dict[str, int]:
+    """The entries of ``not_counted`` ({op: nodes}) that leave MACs out: MAC-bearing operators
+    of the standard domain, and every operator of another domain (``domain.Op``)."""
+    return {op: n for op, n in not_counted.items() if op in MAC_BEARING or "." in op}
+
+
+def incomplete_reason(not_counted: Mapping[str, int]) -> str:
+    """Why MACs and FLOPs counted with these nodes left out are incomplete; "" if they are not."""
+    left_out = uncounted_macs(not_counted)
+    if not left_out:
+        return ""
+    nodes = ", ".join(f"{op} × {n}" for op, n in left_out.items())
+    return f"{nodes} left out, shape or operator unknown"
 
 
 @dataclass(frozen=True)
@@ -71,20 +124,39 @@ class StaticCosts:
     activations: int
     not_counted: tuple[tuple[str, int], ...]  # (op type, nodes), most frequent first
     unknown_shapes: int  # node outputs whose shape shape inference could not tell
+    shapes_from: str = SHAPES_INFERRED  # or SHAPES_OBSERVED
+
+    @property
+    def complete(self) -> bool:
+        """MACs and FLOPs count every node that multiply-accumulates."""
+        return not uncounted_macs(dict(self.not_counted))
+
+    @property
+    def incomplete_reason(self) -> str:
+        return incomplete_reason(dict(self.not_counted))
 
 
-def static_costs(model: ModelProto, batch_shape: Sequence[int]) -> StaticCosts:
-    """The costs of ``model`` when its one input has ``batch_shape``; see the module docstring."""
+def static_costs(
+    model: ModelProto,
+    batch_shape: Sequence[int],
+    observed: Mapping[str, Shape] | None = None,
+) -> StaticCosts:
+    """The costs of ``model`` when its one input has ``batch_shape``; see the module docstring.
+    ``observed``: tensor shapes a run of the model at that shape recorded, by tensor name."""
     try:
-        return _costs(model, tuple(batch_shape))
+        return _costs(model, tuple(batch_shape), observed)
     except UnicodeDecodeError as exc:  # protobuf decodes string fields only when they are read
         raise CostsUnavailable("The model holds a name that is not valid UTF-8 text.") from exc
 
 
-def _costs(model: ModelProto, batch_shape: Shape) -> StaticCosts:
+def _costs(
+    model: ModelProto, batch_shape: Shape, observed: Mapping[str, Shape] | None
+) -> StaticCosts:
     graphs = _all_graphs(model)
     parameters = sum(_graph_parameters(graph) for graph in graphs)
     shapes = _inferred_shapes(model, batch_shape)
+    if observed:
+        shapes.update(observed)
     macs = flops = activations = unknown = 0
     not_counted: Counter[str] = Counter()
     for node in model.graph.node:
@@ -110,6 +182,7 @@ def _costs(model: ModelProto, batch_shape: Shape) -> StaticCosts:
         activations=activations,
         not_counted=tuple(sorted(not_counted.items(), key=lambda item: (-item[1], item[0]))),
         unknown_shapes=unknown,
+        shapes_from=SHAPES_OBSERVED if observed else SHAPES_INFERRED,
     )
 
 
@@ -234,6 +307,25 @@ def _shape(value: ValueInfoProto) -> Shape | None:
 
 
 def _inferred_shapes(model: ModelProto, batch_shape: Shape) -> dict[str, Shape | None]:
+    """Shapes by tensor name, from onnx's shape inference with data propagation."""
+    light = _light_model(model, batch_shape)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(
+            light, check_type=False, strict_mode=False, data_prop=True
+        ).graph
+    except Exception:  # onnx raises several types here; the shapes then stay unknown
+        inferred = light.graph
+    shapes: dict[str, Shape | None] = {
+        t.name: None if any(d < 0 for d in t.dims) else tuple(t.dims)
+        for t in light.graph.initializer
+    }
+    for value in [*inferred.input, *inferred.value_info, *inferred.output]:
+        shapes[value.name] = _shape(value)
+    return shapes
+
+
+def _light_model(model: ModelProto, batch_shape: Shape) -> ModelProto:
+    """A copy for shape inference (large tensors stubbed), its one input at ``batch_shape``."""
     light = ModelProto(ir_version=model.ir_version, opset_import=model.opset_import)
     for function in model.functions:
         light.functions.add(
@@ -260,15 +352,4 @@ def _inferred_shapes(model: ModelProto, batch_shape: Shape) -> dict[str, Shape |
     for output in graph.output:
         if output.type.HasField("tensor_type"):
             output.type.tensor_type.ClearField("shape")  # inferred, not declared ("batch")
-    try:
-        inferred = onnx.shape_inference.infer_shapes(
-            light, check_type=False, strict_mode=False, data_prop=True
-        ).graph
-    except Exception:  # onnx raises several types here; the shapes then stay unknown
-        inferred = graph
-    shapes: dict[str, Shape | None] = {
-        t.name: None if any(d < 0 for d in t.dims) else tuple(t.dims) for t in graph.initializer
-    }
-    for value in [*inferred.input, *inferred.value_info, *inferred.output]:
-        shapes[value.name] = _shape(value)
-    return shapes
+    return light

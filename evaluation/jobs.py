@@ -24,6 +24,7 @@ from rq import Queue, get_current_job
 from rq.exceptions import StopRequested
 from rq.timeouts import JobTimeoutException
 
+from evaluation.costs import StaticCosts
 from evaluation.device import device_config, worker_name
 from evaluation.limits import (
     LOADING,
@@ -32,6 +33,7 @@ from evaluation.limits import (
     time_limit_message,
 )
 from evaluation.measurement import Measurement
+from evaluation.profiled_shapes import costs_from_run
 from evaluation.runner import (
     Dataset,
     DeviceConfig,
@@ -40,6 +42,7 @@ from evaluation.runner import (
     EvaluationError,
     create_session,
     evaluate_session,
+    first_batch,
 )
 from evaluation.selftest import tiny_model
 from submissions import services
@@ -178,8 +181,22 @@ def _evaluate(submission: Submission, name: str) -> EvalResult:
             progress=_progress_writer(submission.pk),
             hooks=measured.hooks(),
         )
-    result.peak_memory_bytes = measured.peak_memory_bytes()
+        result.peak_memory_bytes = measured.peak_memory_bytes()
+        if submission.costs_complete is False:
+            result.costs = _costs_from_run(submission, model_bytes, first_batch(data, spec))
     return result
+
+
+def _costs_from_run(
+    submission: Submission, model_bytes: bytes, batch: np.ndarray
+) -> StaticCosts | None:
+    """Inspection's costs left MAC-bearing nodes out: count them again with the shapes a run at
+    the batch shape observes. None when that fails too (the costs stay incomplete, and say so)."""
+    try:
+        return costs_from_run(model_bytes, batch)
+    except Exception as exc:  # the result stands without them; the worker's log says why
+        log.warning("submission %s: costs not completed from a run: %s", submission.pk, exc)
+        return None
 
 
 @dataclass(frozen=True)

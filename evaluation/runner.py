@@ -24,6 +24,7 @@ import numpy.ma
 import numpy.random
 import onnxruntime as ort
 
+from evaluation.costs import StaticCosts
 from evaluation.limits import TimeLimit, time_limit_message
 from evaluation.metrics import compute_family
 from evaluation.spec import TaskSpec
@@ -188,6 +189,7 @@ class EvalResult:
     latency_unstable: bool = False
     timing_exclusive: bool = False
     timing: dict[str, Any] = field(default_factory=dict)
+    costs: StaticCosts | None = None  # completed from a run where inspection's were incomplete
 
 
 def _mb(n: int) -> str:
@@ -414,6 +416,12 @@ def _batches(inputs: np.ndarray, batch_size: int) -> list[np.ndarray]:
             chunk = np.concatenate([chunk, pad])
         batches.append(np.ascontiguousarray(chunk))
     return batches
+
+
+def first_batch(data: Dataset, spec: TaskSpec) -> np.ndarray:
+    """The dataset's first batch at the task's fixed shape (padded): what timing runs on."""
+    inputs = data.inputs[: spec.batch_size].astype(spec.input_dtype, copy=False)
+    return _batches(inputs, spec.batch_size)[0]
 
 
 def _shape_error(out: np.ndarray, spec: TaskSpec) -> EvaluationError:
@@ -689,8 +697,7 @@ def evaluate_session(
         turn = GiveWay(gate, spec.time_limit_s)
         preds = predict(session, inputs, spec, device, progress, turn)
     public, private = _score(spec, preds, data)
-    first = _batches(inputs[: spec.batch_size], spec.batch_size)[0]
-    timing = time_model(session, first, spec, device, hooks)
+    timing = time_model(session, first_batch(data, spec), spec, device, hooks)
     timing.conditions = {**_build_facts(provider, device), **timing.conditions}
     return EvalResult(
         score=public.get(spec.metric),

@@ -79,7 +79,15 @@ RESULT_FIELDS = [
 
 
 # From inspection at upload (evaluation/costs.py), null where they could not be computed.
-STATIC_COST_FIELDS = ["parameters", "flops", "macs", "activations", "costs_not_counted"]
+STATIC_COST_FIELDS = [
+    "parameters",
+    "flops",
+    "macs",
+    "activations",
+    "costs_not_counted",
+    "costs_complete",
+    "costs_incomplete_reason",
+]
 
 
 class SubmissionSerializer(serializers.ModelSerializer):
@@ -104,6 +112,15 @@ class SubmissionSerializer(serializers.ModelSerializer):
     scores_blind = serializers.SerializerMethodField(
         help_text="True while the task's board is blind: score and metrics are left out until "
         "the organisers reveal them."
+    )
+    costs_complete = serializers.BooleanField(
+        read_only=True,
+        allow_null=True,
+        help_text="False: the MACs and FLOPs leave out nodes that multiply-accumulate (a lower "
+        "bound, never ranked against a FLOPs budget or in a composite); null: no costs.",
+    )
+    costs_incomplete_reason = serializers.CharField(
+        read_only=True, help_text="Which nodes the MACs and FLOPs leave out; '' when complete."
     )
 
     class Meta:
@@ -237,6 +254,14 @@ class LeaderboardRowSerializer(serializers.Serializer):
     parameters = serializers.IntegerField(allow_null=True)
     flops = serializers.IntegerField(allow_null=True)
     macs = serializers.IntegerField(allow_null=True)
+    costs_complete = serializers.BooleanField(
+        allow_null=True,
+        help_text="False: the MACs and FLOPs leave out nodes that multiply-accumulate (a lower "
+        "bound, never ranked against a FLOPs budget or in a composite); null: no costs.",
+    )
+    costs_incomplete_reason = serializers.CharField(
+        allow_blank=True, help_text="Which nodes the MACs and FLOPs leave out; '' when complete."
+    )
     activations = serializers.IntegerField(allow_null=True)
     peak_memory_bytes = serializers.IntegerField(allow_null=True)
     throughput = serializers.FloatField(allow_null=True)

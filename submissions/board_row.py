@@ -125,6 +125,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("parameters", _of("parameters")),
     Column("flops", _of("flops")),
     Column("macs", _of("macs")),
+    Column("costs_complete", _of("costs_complete"), csv=_yes),
+    Column("costs_incomplete_reason", _of("costs_incomplete_reason")),
     Column("activations", _of("activations")),
     Column("peak_memory_bytes", _of("peak_memory_bytes")),
 )

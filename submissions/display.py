@@ -59,6 +59,18 @@ def format_count(n: int | None) -> str:
     return str(n)
 
 
+def format_flops(s: Submission) -> SafeString:
+    """FLOPs in SI units; a count that leaves nodes out reads "≥ n", the reason in its title."""
+    reason = s.costs_incomplete_reason
+    if not reason:
+        return format_html("{}", format_count(s.flops))
+    return format_html(
+        '<span class="partial" title="Not counted in full: {}" data-costs-incomplete>≥ {}</span>',
+        reason,
+        format_count(s.flops),
+    )
+
+
 def format_bytes(n: int | None) -> str:
     return "—" if n is None else str(filesizeformat(n))
 
@@ -324,7 +336,7 @@ def _row_html(task: Task, rule: ranking.Rule, row: LeaderboardRow, mine: bool) -
         _latency_cell(s, rule),
         _num(s.throughput, 0),
         format_count(s.parameters),
-        format_count(s.flops),
+        format_flops(s),
         format_bytes(s.peak_memory_bytes),
         s.device_name or s.provider,
         row.entries,

@@ -12,7 +12,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from evaluation.costs import StaticCosts
+from evaluation.costs import SHAPES_INFERRED, StaticCosts, incomplete_reason
 from evaluation.metrics import get_metric, metric_choices
 from evaluation.spec import ONNX_TYPE_FOR_DTYPE, TaskSpec
 from evaluation.timing import TimingProtocol
@@ -294,7 +294,10 @@ class Submission(models.Model):
     macs = models.PositiveBigIntegerField(null=True, blank=True)
     activations = models.PositiveBigIntegerField(null=True, blank=True)
     costs_not_counted = models.JSONField(
-        null=True, blank=True, help_text='{"ops": {op type: nodes}, "unknown_shapes": n}'
+        null=True,
+        blank=True,
+        help_text='{"ops": {op type: nodes}, "unknown_shapes": n, "shapes_from": "inference" or '
+        '"run"}',
     )
 
     status = models.CharField(
@@ -468,12 +471,39 @@ class Submission(models.Model):
         """Copy inspection's costs onto this row (not saved); None leaves them unknown."""
         if costs is None:
             return
-        self.parameters, self.macs, self.flops = costs.parameters, costs.macs, costs.flops
-        self.activations = costs.activations
-        self.costs_not_counted = {
-            "ops": dict(costs.not_counted),
-            "unknown_shapes": costs.unknown_shapes,
+        for name, value in self.static_cost_columns(costs).items():
+            setattr(self, name, value)
+
+    @staticmethod
+    def static_cost_columns(costs: StaticCosts) -> dict[str, Any]:
+        """The columns that hold ``costs``, by field name: inspection's, or a run's."""
+        return {
+            "parameters": costs.parameters,
+            "macs": costs.macs,
+            "flops": costs.flops,
+            "activations": costs.activations,
+            "costs_not_counted": {
+                "ops": dict(costs.not_counted),
+                "unknown_shapes": costs.unknown_shapes,
+                "shapes_from": costs.shapes_from,
+            },
         }
+
+    @property
+    def costs_incomplete_reason(self) -> str:
+        """Why the MACs and FLOPs leave nodes out (``evaluation.costs``); "" when complete."""
+        return incomplete_reason((self.costs_not_counted or {}).get("ops") or {})
+
+    @property
+    def costs_complete(self) -> bool | None:
+        """Whether the MACs and FLOPs count every node that multiply-accumulates; None: no
+        costs at all (``model_info["costs_unavailable"]`` says why)."""
+        return None if self.flops is None else not self.costs_incomplete_reason
+
+    @property
+    def costs_shapes_from(self) -> str:
+        """Where the costs' shapes came from: the graph alone, or a run at the batch shape."""
+        return str((self.costs_not_counted or {}).get("shapes_from") or SHAPES_INFERRED)
 
 
 # Models kept in modules of their own (dataset versions, leaderboard read models, ranking rules,

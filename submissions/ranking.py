@@ -52,12 +52,16 @@ class Measures:
     flops: int | None = None
     peak_memory_bytes: int | None = None
     device_class: str | None = None  # where it was timed; None: not recorded (older entries)
+    flops_incomplete: str = ""  # why the FLOPs leave nodes out (evaluation.costs); "" complete
 
     def value(self, measure: str, percentile: str) -> float | None:
+        """The measure, or None where it is missing; FLOPs that are a part count as missing."""
         if measure == "latency":
             return self.latencies_ms.get(percentile)
         if measure == "peak_memory":
             return _float(self.peak_memory_bytes)
+        if measure == "flops" and self.flops_incomplete:
+            return None
         return _float(getattr(self, measure))
 
 
@@ -162,7 +166,9 @@ def _budget_reasons(rule: Rule, m: Measures) -> list[str]:
     ):
         if budget is None:
             continue
-        if value is None:
+        if name == "FLOPs" and m.flops_incomplete:
+            reasons.append(f"FLOPs not counted in full: {m.flops_incomplete}")
+        elif value is None:
             reasons.append(f"{name} not measured")
         elif value > budget:
             reasons.append(f"{name} {value:,} over the budget of {budget:,}")
@@ -174,6 +180,8 @@ def _term(rule: Rule, measure: str, weight: float, m: Measures) -> tuple[float |
     label = MEASURES[measure] if measure != "score" else rule.metric
     value = m.value(measure, rule.percentile)
     base = rule.baseline.value(measure, rule.percentile) if rule.baseline else None
+    if measure == "flops" and m.flops_incomplete:
+        return None, f"FLOPs not counted in full: {m.flops_incomplete}"
     if value is None:
         return None, f"no {label} measured"
     if base is None or base <= 0:

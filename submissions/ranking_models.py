@@ -121,6 +121,7 @@ def submission_measures(s: Submission, board: str) -> ranking.Measures:
         flops=s.flops,
         peak_memory_bytes=s.peak_memory_bytes,
         device_class=conditions.get("device_class") or None,
+        flops_incomplete=s.costs_incomplete_reason,
     )
 
 

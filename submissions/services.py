@@ -434,6 +434,7 @@ def _success_values(result: EvalResult, dataset_version_id: int | None) -> dict[
         "ort_version": result.ort_version,
         "samples_evaluated": result.samples_evaluated,
         "batch_latencies_ms": result.batch_latencies_ms,
+        **(Submission.static_cost_columns(result.costs) if result.costs is not None else {}),
     }
 
 

@@ -96,3 +96,29 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     return buffer.getvalue()
+
+
+def data_dependent_matmul() -> bytes:
+    """A digits-shaped classifier with a side branch whose MatMul's shape depends on the input's
+    values (NonZero): no shape inference can tell it, one run can."""
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 8, 8])
+    y = helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 10])
+    nodes = [
+        helper.make_node("Flatten", ["input"], ["flat"], axis=1),
+        helper.make_node("MatMul", ["flat", "W"], ["logits"]),
+        helper.make_node("ReduceMax", ["flat"], ["peak"], axes=[1], keepdims=0),
+        helper.make_node("Greater", ["peak", "zero"], ["positive"]),
+        helper.make_node("NonZero", ["positive"], ["where"]),  # [1, rows with a positive pixel]
+        helper.make_node("Cast", ["where"], ["rows"], to=TensorProto.FLOAT),
+        helper.make_node("Transpose", ["rows"], ["column"]),  # [rows, 1]
+        helper.make_node("MatMul", ["column", "V"], ["side"]),  # [rows, 10]
+        helper.make_node("ReduceSum", ["side"], ["total"], keepdims=0),
+        helper.make_node("Mul", ["total", "zero"], ["nothing"]),
+        helper.make_node("Add", ["logits", "nothing"], ["output"]),
+    ]
+    init = [
+        numpy_helper.from_array(np.eye(64, 10, dtype=np.float32), "W"),
+        numpy_helper.from_array(np.ones((1, 10), dtype=np.float32), "V"),
+        numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero"),
+    ]
+    return finish(helper.make_graph(nodes, "data_dependent", [x], [y], init))

@@ -212,6 +212,16 @@ def status(args: argparse.Namespace) -> int:
             ("Latency", f"p50 {display.number(s['latency_p50_ms'])} ms per batch"),
             ("Ran on", f"{s['device_name']} ({s['provider']})"),
         ]
+    if s.get("flops") is not None:
+        partial = "≥ " if s.get("costs_complete") is False else ""
+        pairs.append(
+            (
+                "Costs",
+                f"{partial}{s['flops']:,} FLOPs at the batch shape, {s['parameters']:,} parameters",
+            )
+        )
+        if s.get("costs_incomplete_reason"):
+            pairs.append(("Incomplete", f"not counted in full: {s['costs_incomplete_reason']}"))
     if s.get("selected"):
         pairs.append(("Final", "selected for the private board"))
     for notice in s.get("notices") or []:

@@ -354,3 +354,35 @@ def test_an_input_that_cannot_take_the_batch_shape_is_a_clear_error() -> None:
     model = build([helper.make_node("Relu", ["input"], ["output"])], ["batch", 64])
     with pytest.raises(CostsUnavailable, match="cannot take the task's batch shape"):
         static_costs(model, (16, 1, 8, 8))
+
+
+def test_costs_are_complete_unless_a_node_that_may_multiply_accumulate_is_left_out() -> None:
+    relu = helper.make_node("Relu", ["input"], ["relu"])
+    no_macs = build(
+        [relu, helper.make_node("NonZero", ["relu"], ["nz"])], ["batch", 8], outputs=["nz"]
+    )
+    assert static_costs(no_macs, (2, 8)).complete  # NonZero multiplies nothing
+    for leftover, name in (
+        (helper.make_node("Einsum", ["relu"], ["output"], equation="ij->ji"), "Einsum × 1"),
+        (
+            helper.make_node("Gelu", ["relu"], ["output"], domain="com.microsoft"),
+            "com.microsoft.Gelu × 1",
+        ),
+    ):
+        model = build([relu, leftover], ["batch", 8])
+        if leftover.domain:
+            model.opset_import.append(helper.make_opsetid(leftover.domain, 1))
+        costs = static_costs(model, (2, 8))
+        assert not costs.complete
+        assert costs.incomplete_reason == f"{name} left out, shape or operator unknown"
+
+
+def test_a_matmul_of_unknown_shape_makes_the_costs_incomplete() -> None:
+    nodes = [
+        helper.make_node("NonZero", ["input"], ["nz"]),  # [2, unknown]
+        helper.make_node("Cast", ["nz"], ["f"], to=TensorProto.FLOAT),
+        helper.make_node("MatMul", ["input", "f"], ["output"]),
+    ]
+    costs = static_costs(build(nodes, ["batch", 2]), (2, 2))
+    assert not costs.complete and dict(costs.not_counted) == {"MatMul": 1, "NonZero": 1}
+    assert costs.incomplete_reason == "MatMul × 1 left out, shape or operator unknown"

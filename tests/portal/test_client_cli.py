@@ -17,7 +17,9 @@ import pytest
 
 from portal.accounts.services import api_token_create
 from submissions.models import Submission
-from tests.builders import digits_like, linear_classifier, linear_reference
+from submissions.services import submission_create
+from tests.builders import data_dependent_matmul, digits_like, linear_classifier, linear_reference
+from tests.conftest import onnx_upload
 from tests.portal.client_support import BASE_DIR, Oep
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -253,3 +255,34 @@ def test_a_refused_upload_prints_the_servers_message(
     model = write_model(tmp_path, "m.onnx", linear_classifier(np.eye(64, 10), np.zeros(10)))
     result = oep("submit", "nope", str(model))
     assert (result.returncode, result.stderr) == (1, "task: No task 'nope'.\n")
+
+
+def test_status_says_when_the_costs_are_a_lower_bound(
+    alice: Any, alice_token: str, make_task: Any, live_portal: str, tmp_path: Path
+) -> None:
+    task = make_task()
+    whole = submission_create(user=alice, task=task, upload=onnx_upload(linear_model()))
+    partial = submission_create(user=alice, task=task, upload=onnx_upload(data_dependent_matmul()))
+    oep = Oep(tmp_path, url=live_portal, token=alice_token)
+
+    status = oep("status", str(partial.pk))
+    assert status.returncode == 0, status.stderr
+    fields = fields_of(status.stdout)
+    assert partial.flops is not None and partial.costs_complete is False
+    assert fields["Costs"] == f"≥ {partial.flops:,} FLOPs at the batch shape, 651 parameters"
+    assert fields["Incomplete"] == (
+        "not counted in full: MatMul × 1 left out, shape or operator unknown"
+    )
+    complete = fields_of(oep("status", str(whole.pk)).stdout)
+    assert complete["Costs"] == "20,640 FLOPs at the batch shape, 650 parameters"
+    assert "Incomplete" not in complete
+
+
+def fields_of(out: str) -> dict[str, str]:
+    """``oep status``'s "Name: value" lines."""
+    return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines())}
+
+
+def linear_model() -> bytes:
+    rng = np.random.default_rng(0)
+    return linear_classifier(rng.normal(size=(64, 10)), rng.normal(size=10))
