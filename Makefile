@@ -44,7 +44,8 @@ typecheck: venv
 	DEBUG=1 REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:6379/0} $(BIN)/mypy portal submissions evaluation
 
 # Issue 12's figures (docs/benchmarks.md): ours against the bare-rq floor, interleaved: latency,
-# a burst, the runner vs a bare loop. Latency and burst need DATABASE_URL (PostgreSQL) and
+# a burst, the runner vs a bare loop. It runs this one benchmark (benchmarks/floor_bench.py); the
+# others have their own commands, listed in docs/benchmarks.md. Latency and burst need DATABASE_URL (PostgreSQL) and
 # REDIS_URL; without them only the runner rows run (SQLite cannot take several workers writing).
 # Without REDIS_URL the embedded Redis serves, which only DEBUG allows outside the tests.
 bench: venv

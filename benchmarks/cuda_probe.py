@@ -1,7 +1,8 @@
 """Where the runner's time goes on CUDA against a bare IOBinding loop, piece by piece.
 
-On an H200 the acceptance check measured the runner at 1.16x a bare IOBinding loop on the depth
-conv model (``manage.py gpu_check``), far from the 1.02x it reaches on CPU. This times, on one
+Written when the acceptance check (``manage.py gpu_check``) found the runner over its limit
+against a bare IOBinding loop on the depth conv model on a GPU, though within it on CPU
+(docs/benchmarks-history.md). This times, on one
 session and in rotating order, the bare loop, the bare loop with the runner's two IOBinding
 synchronisations, the runner's batch loop alone (``_Executor.run_all``), and the whole
 ``predict`` (warm-up, the loop, the concatenation and the output checks); and the repeatability

@@ -1,10 +1,12 @@
 """Ours against the floor, in the same run, interleaved (issue 12).
 
 The floor is a bare rq evaluator (``benchmarks/floor_job.py``): rq's forking Worker running a job
-that loads the same model and data and runs onnxruntime, nothing else. Ours is the whole portal:
-an upload through the REST API view (quota, duplicate and rate checks, the row in PostgreSQL, the
-file in storage), the job through Redis, an ``EvaluationWorker`` and its work horse (limits,
-watchdog, heartbeat), the result and the leaderboard read models written back.
+that loads the same model and data and runs onnxruntime, nothing else; by default
+(``--floor ours``) its sessions get our workers' session options and warm-up, so that the floor
+is a floor (``--floor defaults``: onnxruntime's defaults, as first measured). Ours is the whole
+portal: an upload through the REST API view (quota, duplicate and rate checks, the row in
+PostgreSQL, the file in storage), the job through Redis, an ``EvaluationWorker`` and its work
+horse (limits, watchdog, heartbeat), the result and the leaderboard read models written back.
 
 - submit-to-scored, one idle worker of each: for each of ``--latency-count`` models, ours and
   the floor one after the other, which goes first alternating, each polled every 2 ms until
@@ -14,6 +16,9 @@ watchdog, heartbeat), the result and the leaderboard read models written back.
 - the same burst queued first: every upload (or the floor's model file) made before the clock
   starts, then all released at once to the idle workers: the evaluation alone, without the
   uploads' CPU beside the workers on the same cores (``burst_round(queued=True)``).
+- every model of those runs is scored by both sides, the same bytes on each, and the benchmark
+  stops with an error when a floor's score differs from ours (public or private): the floor must
+  do the same work.
 - the runner against a bare loop that passes one ``RunOptions`` (what an evaluator that can stop
   a run needs), from ``benchmarks/runner_overhead.py``, digits and conv.
 
@@ -45,24 +50,48 @@ FLOOR_QUEUE = "bench-floor"
 MINIMAL_TIMING = {"min_time_s": 0.0, "min_batches": 1, "passes": 1}
 
 
-def floor_worker_command(name: str) -> list[str]:
-    """One bare rq worker (``benchmarks.floor_job``) on the floor's queue."""
-    return [sys.executable, "-m", "benchmarks.floor_job", FLOOR_QUEUE, name]
+def floor_options() -> dict[str, Any]:
+    """The CPU session settings of our workers (``evaluation.device.device_config``, read from
+    the same environment as theirs), for the floor's sessions (``floor_job.session_options``)."""
+    from evaluation.device import device_config
+    from evaluation.runner import GRAPH_OPTIMIZATION_LEVELS
+
+    ours = device_config("floor")
+    return {
+        "optimization": GRAPH_OPTIMIZATION_LEVELS[ours.graph_optimization].name,
+        "intra_op_threads": ours.intra_op_threads,
+        "inter_op_threads": ours.inter_op_threads,
+        "intra_op_spinning": ours.intra_op_spinning,
+        "warmup_runs": ours.warmup_runs,
+    }
 
 
-def floor_workers(count: int, log_dir: Path) -> Workers:
-    return Workers(count, log_dir, command=floor_worker_command, prefix="floor")
+def floor_worker_command(name: str, set_up: bool = True) -> list[str]:
+    """One bare rq worker (``benchmarks.floor_job``) on the floor's queue; ``set_up``: its parent
+    sets onnxruntime up once at start, as ours does."""
+    flags = ["--set-up"] if set_up else []
+    return [sys.executable, "-m", "benchmarks.floor_job", FLOOR_QUEUE, name, *flags]
+
+
+def floor_workers(count: int, log_dir: Path, set_up: bool = True) -> Workers:
+    return Workers(
+        count, log_dir, command=lambda name: floor_worker_command(name, set_up), prefix="floor"
+    )
 
 
 class Floor:
-    """Submits to the floor: the model written to a file (as our upload stores one), one job."""
+    """Submits to the floor: the model written to a file (as our upload stores one), one job,
+    whose session is made with ``options`` (None: onnxruntime's defaults)."""
 
-    def __init__(self, work_dir: Path, dataset: Path, batch_size: int) -> None:
+    def __init__(
+        self, work_dir: Path, dataset: Path, batch_size: int, options: dict[str, Any] | None
+    ) -> None:
         from rq import Queue
 
         from evaluation.queues import evaluation_redis
 
         self.dir, self.dataset, self.batch_size = work_dir, dataset, batch_size
+        self.options = options
         self.dir.mkdir(parents=True, exist_ok=True)
         self.queue = Queue(FLOOR_QUEUE, connection=evaluation_redis())
         self.count = 0
@@ -85,7 +114,8 @@ class Floor:
         return self.queue.enqueue_many([Queue.prepare_data(*self._job(p)) for p in paths])
 
     def _job(self, path: Path) -> tuple[str, tuple[Any, ...]]:
-        return "benchmarks.floor_job.score", (str(path), str(self.dataset), self.batch_size)
+        args = (str(path), str(self.dataset), self.batch_size, self.options)
+        return "benchmarks.floor_job.score", args
 
     @staticmethod
     def wait(jobs: list[Any], poll_s: float = 0.002, timeout_s: float = 600) -> None:
@@ -113,17 +143,38 @@ class Floor:
         self.queue.empty()
 
 
-def _same_score(submission_id: int, floor_scores: dict[str, float]) -> None:
+def compare_scores(
+    ours: dict[int, tuple[float | None, float | None]], floor: dict[int, dict[str, float]]
+) -> int:
+    """The number of models compared, each scored by both sides (by submission id: ours' public
+    and private score, the floor's); RuntimeError naming every model whose scores differ, or
+    that one side did not score."""
+    differ = []
+    for pk, theirs in floor.items():
+        mine = ours.get(pk, (None, None))
+        for part, value in zip(("public", "private"), mine, strict=True):
+            if value is None or abs(value - theirs[part]) > 1e-9:
+                differ.append(f"submission {pk} {part}: ours {value}, floor {theirs[part]}")
+    if differ:
+        raise RuntimeError("the floor and ours scored differently: " + "; ".join(differ))
+    return len(floor)
+
+
+def same_scores(pairs: list[tuple[int, Any]]) -> int:
+    """``compare_scores`` for (submission id, floor job) pairs that scored the same model."""
     from submissions.models import Submission
 
-    ours = Submission.objects.get(pk=submission_id).score
-    if ours is None or abs(ours - floor_scores["public"]) > 1e-9:
-        raise RuntimeError(f"floor {floor_scores['public']}, ours {ours}: not the same work")
+    rows = Submission.objects.filter(pk__in=[pk for pk, _ in pairs])
+    ours = {pk: (s, p) for pk, s, p in rows.values_list("pk", "score", "score_private")}
+    return compare_scores(ours, {pk: job.return_value() for pk, job in pairs})
 
 
 def latency_round(client: Any, task: Any, floor: Floor, model: bytes, count: int) -> dict[str, Any]:
-    """p50 of ``count`` one-at-a-time submissions to ours and to the floor, interleaved."""
+    """p50 of ``count`` one-at-a-time submissions to ours and to the floor, interleaved; each
+    model's scores compared once the run is over."""
     samples: dict[str, list[float]] = {"ours": [], "floor": [], "upload": [], "upload_cpu": []}
+    ids: list[int] = []
+    jobs: list[Any] = []
 
     def ours(variant: bytes) -> None:
         start, cpu = time.perf_counter(), time.process_time()
@@ -131,12 +182,14 @@ def latency_round(client: Any, task: Any, floor: Floor, model: bytes, count: int
         samples["upload"].append(time.perf_counter() - start)
         samples["upload_cpu"].append(time.process_time() - cpu)  # less moved by other load
         _wait_scored([submission])
+        ids.append(submission)
+
+    def theirs(variant: bytes) -> None:
+        jobs.append(floor.submit(variant))
+        floor.wait(jobs[-1:])
 
     for i, variant in enumerate(_variants(model, count)):
-        contestants = {
-            "ours": lambda v=variant: ours(v),
-            "floor": lambda v=variant: floor.wait([floor.submit(v)]),
-        }
+        contestants = {"ours": lambda v=variant: ours(v), "floor": lambda v=variant: theirs(v)}
         for name in ("ours", "floor") if i % 2 == 0 else ("floor", "ours"):
             samples[name].append(seconds(contestants[name]))
             time.sleep(0.2)  # each worker back to idle (its blocking dequeue)
@@ -148,6 +201,7 @@ def latency_round(client: Any, task: Any, floor: Floor, model: bytes, count: int
         "upload": statistics.median(samples["upload"]),
         "upload_cpu": statistics.median(samples["upload_cpu"]),
         "load": os.getloadavg()[0],
+        "scores_compared": same_scores(list(zip(ids, jobs, strict=True))),
     }
 
 
@@ -179,10 +233,11 @@ def burst_round(
     is made first, then all are released at once: ours by the one commit around the uploads,
     whose after-commit hooks enqueue them (the workers see no row before it), the floor's by one
     pipeline of jobs. That is the evaluation alone; the plain burst pays the uploads beside the
-    workers, on the same cores."""
+    workers, on the same cores. Both sides score the same ``count`` models, made before either
+    clock starts; their scores are compared once both are done."""
     from django.db import transaction
 
-    def ours(variants: list[bytes], release: _Release) -> None:
+    def ours(variants: list[bytes], release: _Release) -> list[Any]:
         if queued:
             with transaction.atomic():
                 ids = [_submit(client, task, v) for v in variants]
@@ -191,8 +246,9 @@ def burst_round(
             release()
             ids = [_submit(client, task, v) for v in variants]
         _wait_scored(ids, poll_s=0.02)
+        return ids
 
-    def base(variants: list[bytes], release: _Release) -> None:
+    def base(variants: list[bytes], release: _Release) -> list[Any]:
         if queued:
             paths = [floor.write(v) for v in variants]
             release()
@@ -201,18 +257,21 @@ def burst_round(
             release()
             jobs = [floor.submit(v) for v in variants]
         floor.wait(jobs, poll_s=0.02)
+        return jobs
 
-    rates, cpu = {}, {}
+    rates, cpu, done = {}, {}, {}
+    variants = _variants(model, count)
     turns = [("ours", ours), ("floor", base)]
     for name, fn in turns if ours_first else turns[::-1]:
-        variants = _variants(model, count)  # made before the clock starts, for either side
         release = _Release(pids[name])
-        fn(variants, release)
+        done[name] = fn(variants, release)
         rates[name] = count / (time.perf_counter() - release.at)
         cpu[name] = cpu_account.per_model(release.cpu, cpu_account.snapshot(pids[name]), count)
         time.sleep(0.5)
     ratio = rates["ours"] / rates["floor"]
-    return {**rates, "ratio": ratio, "cpu": cpu, "load": os.getloadavg()[0]}
+    compared = same_scores(list(zip(done["ours"], done["floor"], strict=True)))
+    load = os.getloadavg()[0]
+    return {**rates, "ratio": ratio, "cpu": cpu, "load": load, "scores_compared": compared}
 
 
 def runner_rows(seconds: float) -> list[dict[str, Any]]:
@@ -242,19 +301,22 @@ def queue_rounds(args: argparse.Namespace) -> dict[str, Any]:
     dataset.parent.mkdir(parents=True, exist_ok=True)
     with task.dataset.open("rb") as stored:
         dataset.write_bytes(stored.read())
-    floor = Floor(logs / "floor", dataset, task.batch_size)
+    ours_options = args.floor == "ours"
+    options = floor_options() if ours_options else None
+    floor = Floor(logs / "floor", dataset, task.batch_size, options)
     latency, burst, queued = [], [], []
     try:
-        with Workers(1, logs), floor_workers(1, logs):
-            # Warm both paths once, and check that the floor does the same work: same score.
-            ours_id = _submit(client, task, _variants(model, 1)[0])
+        with Workers(1, logs), floor_workers(1, logs, set_up=ours_options):
+            # Warm both paths once, and check that the floor does the same work: same scores.
+            warm_up = _variants(model, 1)[0]
+            ours_id = _submit(client, task, warm_up)
             _wait_scored([ours_id])
-            job = floor.submit(model)
+            job = floor.submit(warm_up)
             floor.wait([job])
-            _same_score(ours_id, job.return_value())
+            compared = same_scores([(ours_id, job)])
             for _ in range(args.runs):
                 latency.append(latency_round(client, task, floor, model, args.latency_count))
-        with Workers(2, logs) as ours, floor_workers(2, logs) as theirs:
+        with Workers(2, logs) as ours, floor_workers(2, logs, set_up=ours_options) as theirs:
             pids = {"ours": ours.pids(), "floor": theirs.pids()}
             for run in range(args.runs):
                 burst.append(
@@ -269,7 +331,14 @@ def queue_rounds(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         queue_latency._cleanup()
         floor.cleanup()
-    return {"latency": latency, "burst": burst, "queued": queued, "floor_jobs": floor.count}
+    compared += sum(r["scores_compared"] for r in latency + burst + queued)
+    return {
+        "latency": latency,
+        "burst": burst,
+        "queued": queued,
+        "floor_jobs": floor.count,
+        "scores_compared": compared,
+    }
 
 
 def _print_cpu(burst: list[dict[str, Any]], which: str) -> None:
@@ -296,11 +365,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--burst", type=int, default=200)
     parser.add_argument("--runner-seconds", type=float, default=20.0)
     parser.add_argument("--timing", choices=("minimal", "default"), default="minimal")
+    parser.add_argument(
+        "--floor",
+        choices=("ours", "defaults"),
+        default="ours",
+        help="the floor's sessions: our workers' options and warm-up, or onnxruntime's defaults",
+    )
     args = parser.parse_args(argv)
     queue_latency._setup_django()
     from django.db import connection
 
-    rounds: dict[str, Any] = {"latency": [], "burst": [], "queued": [], "floor_jobs": 0}
+    rounds: dict[str, Any] = {
+        "latency": [],
+        "burst": [],
+        "queued": [],
+        "floor_jobs": 0,
+        "scores_compared": 0,
+    }
     if connection.vendor == "sqlite":
         # SQLite lets one writer at a time: several workers saving results would measure its
         # lock, or stop with "database is locked". The runner rows need no database.
@@ -310,7 +391,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     latency, burst, queued = rounds["latency"], rounds["burst"], rounds["queued"]
     runner = runner_rows(args.runner_seconds)
 
-    print(f"Ours with the {args.timing} timing phase; {args.runs} runs, interleaved.\n")
+    floor_sessions = {
+        "ours": "our workers' session options and warm-up",
+        "defaults": "onnxruntime's defaults",
+    }[args.floor]
+    print(
+        f"Ours with the {args.timing} timing phase; the floor's sessions with {floor_sessions}; "
+        f"{args.runs} runs, interleaved.\n"
+    )
     print("| measure | ours, each run | floor, each run | ours / floor | median | target |")
     print("|---|---|---|---|---|---|")
     if latency:
@@ -354,6 +442,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if burst:
         _print_cpu(burst, "the burst")
         _print_cpu(queued, "the queued burst, from its release")
+    if rounds["scores_compared"]:
+        print(
+            f"\nScores: the floor's and ours agreed, public and private, on every one of the "
+            f"{rounds['scores_compared']} models both scored."
+        )
     loads = [r["load"] for r in latency + burst + queued]
     print(f"\n1-minute load average after each run: {_figures(loads, '{:.2f}')}")
     return {**rounds, "runner": runner}

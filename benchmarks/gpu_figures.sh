@@ -1,6 +1,6 @@
 #!/bin/sh
-# Every GPU figure in one go, on a GPU host with the worker's Python environment (the figures in
-# docs/benchmarks.md, "On a GPU", were produced by this script). Embedded defaults: SQLite and the
+# Every GPU figure in one go, on a GPU host with the worker's Python environment (the GPU figures
+# in docs/benchmarks.md were produced by this script). Embedded defaults: SQLite and the
 # embedded Redis in a new temporary folder, so it needs no PostgreSQL and touches no other data.
 # Logs go to $OUT (default var/gpu-figures), one file per step, and each step has its own time
 # limit, so a step that hangs or fails leaves the others' figures.

@@ -11,7 +11,8 @@ class fork a work horse per submission that runs onnxruntime and writes the resu
   the first upload to the last score; submissions scored per second.
 
 It creates a user ``bench-user`` and a task ``bench-digits`` and deletes both afterwards. Run it
-against a database and Redis that no other worker serves (``make bench`` uses var/bench).
+against a database and Redis that no other worker serves. ``floor_bench`` (``make bench``)
+measures the same path beside the floor; this one is kept for its plain figures.
 """
 
 from __future__ import annotations
@@ -164,8 +165,8 @@ def _submit(client: Any, task: Any, model: bytes) -> int:
 
 def _wait_scored(ids: list[int], poll_s: float = 0.002, timeout_s: float = 600) -> None:
     """Poll the rows until every one is final, as cheaply as the floor polls its jobs (a Redis
-    read): one plain SQL statement per poll. An ORM query compiled every 2 ms took about a
-    millisecond of CPU each time, on the cores the worker under test needs."""
+    read): one plain SQL statement per poll. An ORM query is compiled again at every poll, and
+    that CPU is taken from the cores the worker under test needs."""
     from django.db import connection
 
     from submissions.models import Submission

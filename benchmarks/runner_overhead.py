@@ -14,7 +14,8 @@ the median of (second bare / first bare) is the noise control, and shows how far
 ratio strays on this machine when nothing differs at all. Scoring (metrics on the predictions) is
 reported on its own: a bare loop computes no metric, so it has nothing to compare with.
 
-Run: ``python -m benchmarks.runner_overhead`` (or ``make bench``, which runs every benchmark).
+Run: ``python -m benchmarks.runner_overhead``; ``make bench`` runs the same comparison as the
+runner rows of the floor benchmark (``floor_bench --runner-seconds``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Session creation and first run in a fresh work horse against a ready one (issue 12: "12.8 ms
-versus 2.4 ms").
+"""Session creation and first run in a fresh work horse against a ready one (issue 12 found a
+horse's session several times dearer than a bare forked child's).
 
 Each sample forks this (Django-configured) process, as rq forks a horse, and times
 ``evaluation.runner.create_session`` with the worker's session options, then the session's first

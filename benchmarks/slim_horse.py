@@ -2,7 +2,7 @@
 
 A work horse is forked for every job. Forked from our worker, it is a copy of a process that holds
 Django, its apps and the evaluation modules (about 90 MB), and every page it writes is copied
-first: a minor page fault, about 5 µs on the 2-core development box (``benchmarks.fork_cost``).
+first: a minor page fault, each a cost of its own (``benchmarks.fork_cost`` measures it).
 A fork server that holds only what the evaluation itself needs (numpy, onnxruntime,
 ``evaluation.runner``, which imports no Django) would fork smaller horses. This measures the
 difference before anyone builds it: the same evaluation (session creation, scoring every row, a

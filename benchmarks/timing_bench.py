@@ -13,8 +13,8 @@
   drifts over minutes falls on both sides of each ratio.
 - overhead: the protocol's timed passes (wall time, lock and conditions excluded) against a bare
   ``session.run`` loop over the same number of batches on the same session, passing one
-  ``RunOptions`` as the protocol does (without one, onnxruntime builds a default per call: about
-  0.5 µs, 15 % of the digits model's 3.3 µs), which of the two runs first alternating by round;
+  ``RunOptions`` as the protocol does (without one, onnxruntime builds a default per call, a
+  visible share of the digits model's batch), which of the two runs first alternating by round;
   the median ratio over rounds.
 
 Run: ``python -m benchmarks.timing_bench`` (needs REDIS_URL or the embedded Redis). With

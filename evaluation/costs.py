@@ -65,7 +65,8 @@ from onnx import (
 from evaluation.op_costs import SATURATED, Shape, elements, node_costs
 
 # Nodes plus the tensor names they read and write, in all graphs together: the work is linear in
-# it (about 1 s per 100,000 on one core). Real vision and language models stay far below.
+# it, and the bound keeps one upload's inspection short. Real vision and language models stay
+# far below.
 MAX_GRAPH_SIZE = 250_000
 _MAX_RANK = 64
 _KEEP_TENSOR_BYTES = 64 * 1024  # tensors this small keep their data: shape inference may need it

@@ -28,8 +28,8 @@ from evaluation.gpu import GpuInfo, gpu_info
 from evaluation.runner import CUDA, DeviceConfig
 
 # The worker parent imports this module, so importing pynvml here means every forked work horse
-# inherits it instead of importing it again for each job (about 30 ms on a small CPU). Importing
-# the module neither initialises NVML nor touches CUDA.
+# inherits it instead of importing it again for each job. Importing the module neither
+# initialises NVML nor touches CUDA.
 with contextlib.suppress(ImportError):
     import pynvml  # noqa: F401
 

@@ -74,8 +74,8 @@ class CpuPeak:
 @functools.cache
 def cpu_facts() -> dict[str, Any]:
     """The host's CPU, read once per process: the worker reads it at start, so the work horses
-    it forks have it (``platform.processor()`` runs ``uname -p``, 1.5 ms of every evaluation's
-    start when each horse asked again). Callers copy it before adding to it."""
+    it forks have it (``platform.processor()`` runs ``uname -p`` in a subprocess, which every
+    horse paid at its start when each asked again). Callers copy it before adding to it."""
     model = platform.processor()
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
         names = [line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")]

@@ -191,7 +191,7 @@ def _enqueue_orphaned_queued(
         if not _job_alive(job, waiting, claimed, expected[submission_id]):
             services.submission_enqueue(submission_id=submission_id)
             report.enqueued.append(submission_id)
-            if len(report.enqueued) % 200 == 0:  # about 2 s of work: a big rebuild keeps the lock
+            if len(report.enqueued) % 200 == 0:  # renewed as it goes: a big rebuild keeps the lock
                 keep_lock()
 
 

@@ -39,7 +39,7 @@ from evaluation.timing import (
 
 # numpy.ma and numpy.random load lazily, on the first np.percentile of a process. The worker
 # parent imports this module, so importing them here means each forked work horse inherits them
-# instead of spending ~100 ms per job importing them again.
+# instead of importing them again for every job.
 
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
@@ -123,8 +123,8 @@ class DeviceConfig:
         options.log_severity_level = 3
         # onnxruntime's intra-op threads spin (busy-wait) after their work by default. In a work
         # horse they then burn the cores its own Python work, its database and Redis round trips
-        # and the other workers' horses need: a digits submission's job took 24 ms with spinning
-        # and 17.5 ms without on the 2-core development box. Off, they sleep when idle.
+        # and the other workers' horses need, and a small model's job took measurably longer
+        # (docs/benchmarks-history.md). Off, they sleep when idle.
         options.add_session_config_entry(
             "session.intra_op.allow_spinning", "1" if self.intra_op_spinning else "0"
         )
@@ -234,11 +234,11 @@ def create_session(model_bytes: bytes, device: DeviceConfig) -> ort.InferenceSes
 
 def _compiled_run(session: ort.InferenceSession) -> Callable[..., list[Any]]:
     """onnxruntime's compiled ``run``, without ``InferenceSession.run``'s Python around it: that
-    checks the feed's names and OrtValues and handles the provider fallback, and took 0.87 µs a
-    call on the 2-core development box (157 against 129 µs for the digits model's 32 batches),
-    15 % of a 5.6 µs batch. The runner feeds the one input it read from the session a numpy
-    array, onnxruntime's C++ checks the feed again, and create_session disables the fallback, so
-    nothing is lost. ``session.run`` where a version of onnxruntime has no ``_sess``."""
+    checks the feed's names and OrtValues and handles the provider fallback on every call, a
+    share of a tiny model's batch that the runner's overhead showed. The runner feeds the one
+    input it read from the session a numpy array, onnxruntime's C++ checks the feed again, and
+    create_session disables the fallback, so nothing is lost. ``session.run`` where a version of
+    onnxruntime has no ``_sess``."""
     run = getattr(getattr(session, "_sess", None), "run", None)
     return run if callable(run) else session.run
 
@@ -433,7 +433,8 @@ def _shape_error(out: np.ndarray, spec: TaskSpec) -> EvaluationError:
 
 
 def _check_numeric(out: np.ndarray) -> None:
-    # The kinds np.number covers (integers, floats, complex); np.issubdtype took 1 µs.
+    # The kinds np.number covers (integers, floats, complex), read from the dtype's kind code:
+    # np.issubdtype walks the type hierarchy on every call.
     if out.dtype.kind not in "iufc":
         raise EvaluationError(
             f"The model's output has type {out.dtype}; a numeric tensor is expected."
@@ -442,11 +443,10 @@ def _check_numeric(out: np.ndarray) -> None:
 
 _DOT_SCREENED = (np.dtype(np.float32), np.dtype(np.float64))  # what BLAS dots
 # Predictions this large are screened in parts, one thread each (numpy lets go of the GIL in the
-# dot product): one thread read memory at about 12 GB/s on an H200 host, where the depth model's
-# 26 MB took 2.2 ms, more than the runner's whole 1.9 ms (1.095x) over a bare IOBinding loop.
-# Chosen, not tuned: four parts screened 26 MB in 0.57-0.60 ms on the H200 host against one
-# thread's 0.85-0.95 ms (more parts were not tried); on the 2-core box two parts took 0.63 ms
-# against 0.67-0.70, the threads' start eating most of the gain, so parts stay at 4 MB or more.
+# dot product): on a GPU host one thread's read of the depth model's predictions took longer than
+# the runner's whole margin over a bare IOBinding loop. Chosen, not tuned: four parts were faster
+# than one thread there (more were not tried); on a 2-core box the threads' start ate most of the
+# gain, so parts stay at 4 MB or more (the figures: docs/benchmarks-history.md, 27 Nov 2026).
 _SCREEN_PART_BYTES = 4 << 20
 _SCREEN_THREADS = 4
 
@@ -498,12 +498,10 @@ def _screened_finite(preds: np.ndarray) -> bool:
     dot product of the values with themselves (BLAS: one read, vectorised, no allocation, and no
     floating-point state to save and restore, since BLAS raises no numpy warning), in parts on
     several threads from 8 MB (``_screen_parts``); other floats, and arrays not contiguous row by
-    row, their sum. On the depth model's 26 MB of predictions the dot product took 0.56-0.70 ms
-    against the sum's 1.09-1.21 ms on the 2-core development box (medians of 40, one and two BLAS
-    threads), 0.63 ms in two parts; the sum had itself replaced ``np.isfinite``'s mask (1.8-2.1
-    -> 1.5-1.75 ms in a fresh process there, 3.6 -> 3.3 ms on an H200 host). On the digits
-    model's 10,000 values: 0.83 µs against the mask's 1.77 µs there, which is why every size is
-    screened (a tenth of the runner's whole margin over a bare loop)."""
+    row, their sum. On the depth model's predictions the dot product was faster than the sum,
+    which had itself replaced ``np.isfinite``'s mask for being faster; on the digits model's small
+    outputs the dot product still beat the mask, which is why every size is screened (the
+    figures: docs/benchmarks-history.md)."""
     if preds.dtype in _DOT_SCREENED and preds.flags.c_contiguous:
         parts = _screen_parts(preds)
         return _dot_finite(preds) if parts == 1 else _parallel_dot_finite(preds, parts)
@@ -530,8 +528,8 @@ def _screens_during_runs(on_cuda: bool, out: np.ndarray) -> bool:
 
 class _BackgroundScreen:
     """``_screened_finite`` on each batch's output, on one helper thread, while the next batch
-    runs: the depth model's 26 MB took 1.4-2.2 ms to screen after the loop on an H200 host, the
-    runner's whole margin over a bare IOBinding loop. Only the last batch's screen is left after
+    runs: on a GPU host, screening the depth model's predictions after the loop took as long as
+    the runner's whole margin over a bare IOBinding loop. Only the last batch's screen is left after
     the loop, and it overlaps the concatenation. A screen that fails, or a thread that could not
     start, leaves the exact check after the loop to decide."""
 

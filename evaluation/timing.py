@@ -15,8 +15,9 @@ a spread above ``unstable_spread`` marks the result unstable.
 A batch shorter than ``GROUP_MIN_S`` (a model of microseconds) is timed in groups: the runner
 runs ``k`` batches back to back between two clock reads, ``k`` chosen so a group lasts at least
 that long, and each group counts as ``k`` batches of its mean time. Timed one by one, reading the
-clock and the loop around it cost 5-7 % of a 3 µs batch; in groups, under 1 %, the same loop a
-bare onnxruntime benchmark runs. The percentiles of such a model are of the groups' means.
+clock and the loop around it would be a visible share of such a batch; in groups they are spread
+over ``k`` runs, the same loop a bare onnxruntime benchmark runs. The percentiles of such a model
+are of the groups' means.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""The floor benchmark (benchmarks/floor_bench.py) in its short mode: our workers and bare rq
+"""The floor benchmark (benchmarks/floor_bench.py): the floor's sessions made as ours are, the
+scores of both sides compared model by model, and its short mode: our workers and bare rq
 workers on one PostgreSQL and Redis, every model scored by both (the bench stops on any failure)
-and the same score from both. The full run is a benchmark (docs/benchmarks.md); no timing is
+and the same scores from both. The full run is a benchmark (docs/benchmarks.md); no timing is
 asserted here."""
 
 from __future__ import annotations
@@ -10,12 +11,57 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from benchmarks import floor_bench
+from benchmarks import floor_bench, floor_job
+from evaluation.device import device_config
 from tests.evaluation.fleet_support import worker_env
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+SPINNING = "session.intra_op.allow_spinning"
 
 
+def _settings_of(options: Any) -> tuple[Any, ...]:
+    return (
+        options.intra_op_num_threads,
+        options.inter_op_num_threads,
+        options.graph_optimization_level,
+        options.execution_mode,
+        options.get_session_config_entry(SPINNING),
+    )
+
+
+@pytest.mark.parametrize("intra, inter, spinning", [(0, 1, False), (2, 2, True)])
+def test_the_floor_sessions_get_our_workers_session_options(
+    settings: Any, intra: int, inter: int, spinning: bool
+) -> None:
+    settings.EVAL_INTRA_OP_THREADS, settings.EVAL_INTER_OP_THREADS = intra, inter
+    settings.EVAL_INTRA_OP_SPINNING = spinning
+    ours = device_config("worker")
+
+    options = floor_bench.floor_options()
+
+    assert _settings_of(floor_job.session_options(options)) == _settings_of(ours.session_options())
+    assert options["warmup_runs"] == ours.warmup_runs
+
+
+def test_agreeing_scores_are_counted() -> None:
+    floor = {7: {"public": 0.968, "private": 0.95}, 8: {"public": 0.968, "private": 0.95}}
+
+    assert floor_bench.compare_scores({7: (0.968, 0.95), 8: (0.968, 0.95)}, floor) == 2
+
+
+def test_a_score_that_differs_stops_the_benchmark() -> None:
+    floor = {7: {"public": 0.968, "private": 0.95}, 8: {"public": 0.968, "private": 0.95}}
+
+    with pytest.raises(RuntimeError, match=r"submission 8 private: ours 0\.9, floor 0\.95"):
+        floor_bench.compare_scores({7: (0.968, 0.95), 8: (0.968, 0.9)}, floor)
+
+
+def test_a_model_ours_did_not_score_stops_the_benchmark() -> None:
+    with pytest.raises(RuntimeError, match="submission 7 public: ours None"):
+        floor_bench.compare_scores({}, {7: {"public": 0.968, "private": 0.95}})
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
 def test_a_short_floor_run_scores_every_model_on_both_sides(
     settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -54,5 +100,5 @@ def test_a_short_floor_run_scores_every_model_on_both_sides(
     # only waits (its polls are its CPU).
     for side in ("ours", "floor"):
         assert queued["cpu"][side]["workers"] > queued["cpu"][side]["workers' own"] > 0
-    # warm-up (same score as ours), latency, burst, queued burst
-    assert result["floor_jobs"] == 1 + 2 + 4 + 4
+    # warm-up, latency, burst, queued burst: every model scored by both, the same on both
+    assert result["floor_jobs"] == result["scores_compared"] == 1 + 2 + 4 + 4

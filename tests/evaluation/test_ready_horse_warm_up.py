@@ -1,6 +1,6 @@
 """What a ready work horse runs while it waits (evaluation.ready_horse.warm_up_model): on CUDA a
-model whose operators load cuBLAS and cuDNN, so a submission's first run does not (measured on an
-H100: docs/benchmarks.md), run as a reader of the GPU's timing lock; on CPU the tiny Add. This
+model whose operators load cuBLAS and cuDNN, so a submission's first run does not (measured on
+GPUs: docs/benchmarks.md), run as a reader of the GPU's timing lock; on CPU the tiny Add. This
 machine has no GPU: the model is checked and run here on CPU, its effect on a GPU only measured
 there."""
 
