@@ -162,7 +162,7 @@ def leaderboard_csv_rows(
     metric_names = sorted({name for row in rows for name in row.metrics})
     names = {
         "metric": task.metric,
-        "direction": "higher" if task.higher_is_better else "lower",
+        "direction": task.direction.word,
         "rule": rule.kind,
     }
     header: list[object] = []
@@ -410,7 +410,7 @@ def pareto_chart(
         if not ranking.timed_elsewhere(rule, ranking.Measures(None, device_class=p.device_class))
     ]
     front = ranking.pareto_front(
-        [(p.latency_p50_ms, p.score) for p in shown], higher_is_better=task.higher_is_better
+        [(p.latency_p50_ms, p.score) for p in shown], direction=task.direction
     )
     on_front = set(front)
     others = [i for i in range(len(shown)) if i not in on_front][:PARETO_OTHERS_DRAWN]

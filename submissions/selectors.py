@@ -16,6 +16,7 @@ from django.db.models import (
     F,
     Max,
     Min,
+    OrderBy,
     Q,
     QuerySet,
     Value,
@@ -169,7 +170,7 @@ def score_field(board: str) -> str:
 
 
 def _best_first(task: Task, field: str) -> list[Any]:
-    score = F(field).desc() if task.higher_is_better else F(field).asc()
+    score = OrderBy(F(field), descending=task.direction.best_first_descending)
     return [score, F("created_at").asc(), F("id").asc()]
 
 
@@ -371,7 +372,7 @@ def records_computed(*, task: Task, board: str = BOARD_PUBLIC) -> list[ScoreReco
     """Each submission that beat the best score so far, oldest first: the steps of the chart.
     The running best is a window in the database, so only record-breaking rows travel."""
     field = score_field(board)
-    running = Max(field) if task.higher_is_better else Min(field)
+    running = (Max if task.direction.best_first_descending else Min)(field)
     records = (
         board_eligible(task=task, board=board)
         .annotate(best_so_far=Window(running, order_by=[F("created_at").asc(), F("id").asc()]))
