@@ -55,6 +55,11 @@ class Direction:
         """As in "higher is better"."""
         return "higher" if self.higher_is_better else "lower"
 
+    @property
+    def arrow(self) -> str:
+        """The way better scores go, for a column's header."""
+        return "↑" if self.higher_is_better else "↓"
+
 
 @dataclass(frozen=True)
 class Metric:

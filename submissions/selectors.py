@@ -27,7 +27,7 @@ from django.db.models.functions import Coalesce, NullIf, RowNumber
 
 from evaluation import queues
 from submissions import ranking, turns
-from submissions.board_row import BOARD_PRIVATE, BOARD_PUBLIC, LeaderboardRow
+from submissions.board_row import BOARD_PRIVATE, BOARD_PUBLIC, SORT_FIELDS, LeaderboardRow
 from submissions.compiled import CompiledObject
 from submissions.leaderboard_models import LeaderboardEntry, LeaderboardRecord, entrant_key
 from submissions.models import Submission, Task, TaskQuerySet
@@ -68,10 +68,9 @@ _TASK_FOR_UPLOAD = {staff: _task_for_upload(staff) for staff in (False, True)}
 
 def task_get_for_upload(*, slug: str, user: Any) -> Task:
     """``task_get_visible`` without the current dataset, which an upload never reads: its join
-    and instance were half the read's CPU (0.7 of 1.3 ms). The device class stays: the model's
-    inspection asks whether the task needs a GPU, the notice names the class. Compiled once per
-    process (``CompiledObject``, 39 columns): with the uploader's lock compiled too
-    (``services._USER_LOCK``), an upload's CPU fell from 13.6-14.3 to 9.2-10.2 ms in process."""
+    and instance were half the read's CPU. The device class stays: the model's inspection asks
+    whether the task needs a GPU, the notice names the class. Compiled once per process
+    (``CompiledObject``, 39 columns), as the uploader's lock is (``services._USER_LOCK``)."""
     task = _TASK_FOR_UPLOAD[_is_staff(user)]({"slug": slug})
     if task is None:
         raise Task.DoesNotExist(f"no task {slug!r} visible to this user")
@@ -118,23 +117,6 @@ def task_files_listed(*, task: Task, user: Any) -> QuerySet[TaskFile]:
 
 BOARDS = (BOARD_PUBLIC, BOARD_PRIVATE)
 LEADERBOARD_PAGE_SIZE = 50
-
-# Columns a visitor may sort the board by -> the LeaderboardEntry field behind each.
-SORT_FIELDS = {
-    "rank": "rank_key",
-    "user": "user__username",
-    "score": "score",
-    "value": "value",
-    "latency": "latency_p50_ms",
-    "throughput": "throughput",
-    "parameters": "submission__parameters",
-    "flops": "submission__flops",
-    "memory": "submission__peak_memory_bytes",
-    "device": "device_name",
-    "entries": "entries",
-    "last": "last_submitted_at",
-}
-SORT_COLUMNS = tuple(SORT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -224,7 +206,7 @@ def board_eligible(*, task: Task, board: str) -> QuerySet[Submission]:
 # same groups as the keys of ``leaderboard_models.entrant_key`` ("b<id>", "t<team>", "u<user>"):
 # a baseline's own id (else NULL), and its team negated or else its user (ids are positive, so
 # a team never meets a user). Integers, not the "u<id>" strings: Django compiles this partition
-# three times per query and twice per result, and the Concat/Cast form cost 2.5 ms of a 19 ms
+# three times per query and twice per result, and the Concat/Cast form cost an eighth of a
 # refresh.
 ENTRANT = [
     Case(When(is_baseline=True, then=F("id")), output_field=BigIntegerField()),
