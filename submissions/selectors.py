@@ -52,7 +52,11 @@ def _visible_to(tasks: TaskQuerySet, *, staff: bool) -> TaskQuerySet:
 
 
 def task_get_visible(*, slug: str, user: Any) -> Task:
-    return task_list_visible(user=user).get(slug=slug)
+    """The task ``slug`` if this viewer may see it; else ``Task.DoesNotExist`` saying so."""
+    task = task_list_visible(user=user).filter(slug=slug).first()
+    if task is None:
+        raise Task.DoesNotExist(f"No task '{slug}'.")
+    return task
 
 
 def _task_for_upload(staff: bool) -> CompiledObject:
@@ -529,6 +533,18 @@ def submissions_of(*, user: Any, task: Task | None = None) -> QuerySet[Submissio
         "task", "user", "dataset_version"
     )
     return submissions.filter(task=task) if task is not None else submissions
+
+
+NOT_YOURS = "No such submission of yours."
+
+
+def submission_get_own(*, user: Any, pk: int) -> Submission:
+    """One of ``user``'s submissions (a teammate's included); else ``Submission.DoesNotExist``
+    saying so."""
+    submission = submissions_of(user=user).filter(pk=pk).first()
+    if submission is None:
+        raise Submission.DoesNotExist(NOT_YOURS)
+    return submission
 
 
 @dataclass(frozen=True)

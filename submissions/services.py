@@ -38,6 +38,7 @@ from evaluation.inspect import ModelInfo, ModelRejected, check_file_name, inspec
 from evaluation.queues import class_queue, enqueue_in_one_round_trip, evaluation_redis
 from evaluation.runner import EvalResult
 from evaluation.timing import TimingProtocol
+from portal.refusals import Refused
 from submissions.compiled import CompiledObject, CompiledRead
 from submissions.dataset_cache import cached_copy
 from submissions.leaderboard import (
@@ -66,16 +67,11 @@ JOB_TIMEOUT_MARGIN_S = 300
 RQ_KILL_WAIT_S = 60
 
 
-@dataclass
-class SubmissionRefused(Exception):
+class SubmissionRefused(Refused):
     """An upload is refused; ``field`` names the form/API field, ``message`` says why."""
 
-    field: str
-    message: str
-    url: str = ""  # where the refusal points, e.g. the first copy of a duplicate upload
-
-    def __str__(self) -> str:
-        return self.message
+    def __init__(self, field: str, message: str, url: str = "") -> None:
+        super().__init__(message, field=field, url=url)
 
 
 def _local_copy(upload: UploadedFile) -> tuple[Path, bool]:
