@@ -105,11 +105,6 @@ def task_counts(*, task: Task) -> TaskCounts:
     return TaskCounts(participants=found[0], submissions=found[1])
 
 
-def forget_task_counts(*, task: Task) -> None:
-    """Drop ``task``'s cached counts: the next ``task_counts`` counts again."""
-    cache.delete(_task_counts_key(task))
-
-
 def _task_counts_key(task: Task) -> str:
     return f"task-counts{settings.BOARD_CACHE_NAMESPACE}:{task.pk}"
 
@@ -577,13 +572,6 @@ def final_choices(*, user: Any) -> list[FinalChoice]:
             )
         by_task[s.task_id].submissions.append(s)
     return list(by_task.values())
-
-
-def submission_queue_position(*, submission: Submission) -> int | None:
-    """1 for the next submission of its device class to start; None unless queued. Counted in
-    the database in the fair order the workers use (submissions/turns.py), which is the truth
-    even when Redis was lost and the queue is being rebuilt."""
-    return turns.queue_positions(submissions=[submission]).get(submission.pk)
 
 
 def task_device_notice(*, task: Task) -> str:
