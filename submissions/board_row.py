@@ -122,8 +122,9 @@ COSTS_COMPLETE_HELP = (
 COSTS_INCOMPLETE_HELP = "Which nodes the MACs and FLOPs leave out; '' when complete."
 
 
-def _latency(percentile: str) -> Column:
-    return Column(f"latency_{percentile}_ms", _of(f"latency_{percentile}_ms"), float, null=True)
+def _stored(key: str, type_: type, **options: Any) -> Column:
+    """A column of a value the submission keeps under the column's own name."""
+    return Column(key, _of(key), type_, **options)
 
 
 # In the CSV's and the API's order; ``PageCell.place`` orders the page. ``metrics`` is one
@@ -152,7 +153,7 @@ COLUMNS: tuple[Column, ...] = (
         str,
         help="The team whose row this is; '' for a participant alone.",
     ),
-    Column("is_baseline", _of("is_baseline"), bool, header="baseline", csv=_yes_or_blank),
+    _stored("is_baseline", bool, header="baseline", csv=_yes_or_blank),
     Column(
         "score",
         lambda r: r.score,
@@ -170,25 +171,22 @@ COLUMNS: tuple[Column, ...] = (
         help="Every metric on the board's rows.",
         page=PageCell(5, "Other metrics", cells.other_metrics, css="metrics"),
     ),
-    Column(
+    _stored(
         "latency_p50_ms",
-        _of("latency_p50_ms"),
         float,
         null=True,
         page=PageCell(6, "p50 / batch", cells.latency, "latency", "latency_p50_ms"),
     ),
-    Column(
+    _stored(
         "throughput",
-        _of("throughput"),
         float,
         null=True,
         header="throughput_samples_per_s",
         page=PageCell(7, "Samples/s", cells.decimals(0), "throughput", "throughput", "num", "desc"),
     ),
-    Column("provider", _of("provider"), str),
-    Column(
+    _stored("provider", str),
+    _stored(
         "device_name",
-        _of("device_name"),
         str,
         header="device",
         page=PageCell(11, "Device", cells.device, "device", "device_name", css=""),
@@ -234,15 +232,14 @@ COLUMNS: tuple[Column, ...] = (
         help="On a private board of finals: how this entry became a final; '' elsewhere.",
         choices=("", FINAL_SELECTED, FINAL_BY_PUBLIC_SCORE),
     ),
-    _latency("p90"),
-    _latency("p95"),
-    _latency("p99"),
-    _latency("mean"),
-    Column("latency_spread", _of("latency_spread"), float, null=True),
-    Column("latency_unstable", _of("latency_unstable"), bool, csv=_yes),
-    Column(
+    _stored("latency_p90_ms", float, null=True),
+    _stored("latency_p95_ms", float, null=True),
+    _stored("latency_p99_ms", float, null=True),
+    _stored("latency_mean_ms", float, null=True),
+    _stored("latency_spread", float, null=True),
+    _stored("latency_unstable", bool, csv=_yes),
+    _stored(
         "timing_exclusive",
-        _of("timing_exclusive"),
         bool,
         null=True,
         header="timed_exclusively",
@@ -256,31 +253,24 @@ COLUMNS: tuple[Column, ...] = (
         help="The device class it was timed on (null: not recorded).",
         csv=lambda v: v or "",
     ),
-    Column(
+    _stored(
         "parameters",
-        _of("parameters"),
         int,
         null=True,
         page=PageCell(8, "Params", cells.count, "parameters", "submission__parameters"),
     ),
-    Column(
+    _stored(
         "flops",
-        _of("flops"),
         int,
         null=True,
         page=PageCell(9, "FLOPs", cells.flops, "flops", "submission__flops"),
     ),
-    Column("macs", _of("macs"), int, null=True),
-    Column(
-        "costs_complete", _of("costs_complete"), bool, null=True, help=COSTS_COMPLETE_HELP, csv=_yes
-    ),
-    Column(
-        "costs_incomplete_reason", _of("costs_incomplete_reason"), str, help=COSTS_INCOMPLETE_HELP
-    ),
-    Column("activations", _of("activations"), int, null=True),
-    Column(
+    _stored("macs", int, null=True),
+    _stored("costs_complete", bool, null=True, help=COSTS_COMPLETE_HELP, csv=_yes),
+    _stored("costs_incomplete_reason", str, help=COSTS_INCOMPLETE_HELP),
+    _stored("activations", int, null=True),
+    _stored(
         "peak_memory_bytes",
-        _of("peak_memory_bytes"),
         int,
         null=True,
         page=PageCell(10, "Peak memory", cells.size, "memory", "submission__peak_memory_bytes"),
