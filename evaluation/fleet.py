@@ -57,9 +57,6 @@ class WorkerCard:
             return float(self.host_stats["memory_used"]) / float(self.host_stats["memory_total"])
         return None
 
-    def series(self, key: str) -> list[float | None]:
-        return [sample.get(key) for sample in self.history]
-
     def as_dict(self, *, staff: bool) -> dict[str, Any]:
         data = asdict(self)
         data["memory_used_fraction"] = self.memory_used_fraction

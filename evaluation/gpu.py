@@ -20,8 +20,6 @@ import psutil
 log = logging.getLogger(__name__)
 
 # NVML return codes (nvml.h); pynvml raises NVMLError subclasses carrying them in ``.value``.
-NVML_ERROR_UNINITIALIZED = 1
-NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NO_PERMISSION = 4
 NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_DRIVER_NOT_LOADED = 9

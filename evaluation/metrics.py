@@ -29,12 +29,49 @@ DEPTH_KEYS = ("abs_rel", "sq_rel", "depth_rmse", "rmse_log", "delta1", "delta2",
 
 
 @dataclass(frozen=True)
+class Direction:
+    """Which of two scores is better: the one rule that boards, charts, budgets, sorts and
+    their wording all follow. A metric's direction comes from the registry
+    (``get_metric(key).direction``); a tie is never better."""
+
+    higher_is_better: bool
+
+    def beats(self, score: float, other: float) -> bool:
+        """Whether ``score`` is strictly better than ``other``."""
+        return score > other if self.higher_is_better else score < other
+
+    def rank_key(self, score: float) -> float:
+        """Sorts scores best first, ascending: ``beats(a, b)`` exactly when
+        ``rank_key(a) < rank_key(b)``."""
+        return -score if self.higher_is_better else score
+
+    @property
+    def best_first_descending(self) -> bool:
+        """Whether best first is descending order (an SQL ``ORDER BY``, a running ``MAX``)."""
+        return self.higher_is_better
+
+    @property
+    def word(self) -> str:
+        """As in "higher is better"."""
+        return "higher" if self.higher_is_better else "lower"
+
+    @property
+    def arrow(self) -> str:
+        """The way better scores go, for a column's header."""
+        return "↑" if self.higher_is_better else "↓"
+
+
+@dataclass(frozen=True)
 class Metric:
     key: str
     label: str
     higher_is_better: bool
     family: str
     fn: MetricFn
+
+    @property
+    def direction(self) -> Direction:
+        return Direction(self.higher_is_better)
 
 
 # --- shared validation -------------------------------------------------------------------------
@@ -334,8 +371,3 @@ def compute_family(key: str, predictions: np.ndarray, targets: np.ndarray) -> di
     if family == "classification":
         return classification_metrics(predictions, targets)
     return {name: METRICS[name].fn(predictions, targets) for name in FAMILIES[family]}
-
-
-def is_better(key: str, a: float, b: float) -> bool:
-    """Whether score ``a`` is strictly better than ``b`` for metric ``key``."""
-    return a > b if get_metric(key).higher_is_better else a < b

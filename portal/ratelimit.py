@@ -130,18 +130,6 @@ def _count(key: str, timeout_s: int) -> int:
     return int(cache.incr(key))
 
 
-def rate_limit_peek(*, scope: str, ident: str) -> Refusal | None:
-    """Like rate_limit_hit without counting: is this identity already at its limit?"""
-    rate = rate_for(scope)
-    index, wait_s = _window(rate, time.time())
-    try:
-        hits = cache.get(_key(scope, ident, index), 0)
-    except Exception:
-        log.exception("rate limiter unavailable; letting %s/%s through", scope, ident)
-        return None
-    return Refusal(scope, rate, wait_s) if hits >= rate.count else None
-
-
 def client_ip(request: HttpRequest | Any) -> str:
     """The client's address: REMOTE_ADDR, or the address the trusted proxies saw.
 

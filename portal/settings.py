@@ -277,6 +277,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "portal.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "portal.openapi.PortalAutoSchema",
+    "EXCEPTION_HANDLER": "portal.refusal_responses.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "ONNX evaluation portal API",

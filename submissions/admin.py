@@ -20,6 +20,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
+from portal.refusal_responses import attempt
 from submissions.admin_forms import AdminUploadForm, TaskAdminForm, dataset_summary_read
 from submissions.admin_services import (
     RETIME_TOP,
@@ -38,7 +39,7 @@ from submissions.leaderboard import (
 )
 from submissions.models import DeviceClass, Submission, Task
 from submissions.ranking_models import RankingRule
-from submissions.services import SubmissionRefused, submission_cancel, submission_rerun
+from submissions.services import submission_cancel, submission_rerun
 from submissions.task_file_models import TaskFile
 from submissions.task_files import task_file_save
 
@@ -494,17 +495,19 @@ class SubmissionAdmin(admin.ModelAdmin):
             raise PermissionDenied
         form = AdminUploadForm(request.POST or None, request.FILES or None)
         if request.method == "POST" and form.is_valid():
-            try:
-                submission = baseline_create(
+            fields = form.cleaned_data
+            submission = attempt(
+                request,
+                lambda: baseline_create(
                     user=request.user,
-                    task=form.cleaned_data["task"],
-                    upload=form.cleaned_data["file"],
-                    display_name=form.cleaned_data["display_name"],
-                    description=form.cleaned_data["description"],
-                )
-            except SubmissionRefused as exc:
-                form.add_error("file" if exc.field == "file" else "task", exc.message)
-            else:
+                    task=fields["task"],
+                    upload=fields["file"],
+                    display_name=fields["display_name"],
+                    description=fields["description"],
+                ),
+                form=form,
+            )
+            if submission is not None:
                 self.log_addition(request, submission, "Uploaded in the admin")
                 self.message_user(request, f"Queued {submission}.", messages.SUCCESS)
                 url = reverse("admin:submissions_submission_change", args=[submission.pk])

@@ -17,7 +17,6 @@ from django.utils.text import get_valid_filename
 
 from submissions.leaderboard import leaderboard_rebuild, leaderboard_submissions_changed
 from submissions.models import Submission, Task
-from submissions.ranking_models import RankingRule
 from submissions.selectors import BOARD_PRIVATE, BOARD_PUBLIC, leaderboard
 from submissions.services import submission_create, submission_rerun
 
@@ -98,21 +97,6 @@ def leaderboard_top_retime(*, task_id: int, count: int = RETIME_TOP) -> list[int
         )
         top = [row.submission.pk for row in rows if row.ranked][:count]
         return [pk for pk in top if submission_rerun(submission_id=pk)]
-
-
-def task_ranking_rule_set(*, task_id: int, **fields: Any) -> RankingRule:
-    """Set a task's ranking rule (validated: ``RankingRule.clean``) and re-rank its boards, in
-    one transaction: no reader sees the new rule with the old order. The admin's inline does
-    the same through ``TaskAdmin.save_related``."""
-    with transaction.atomic():
-        task = Task.objects.select_for_update(no_key=True).get(pk=task_id)
-        rule = RankingRule.objects.filter(task=task).first() or RankingRule(task=task)
-        for name, value in fields.items():
-            setattr(rule, name, value)
-        rule.full_clean(exclude=["task"])
-        rule.save()
-        leaderboard_rebuild(task_id=task.pk)
-    return rule
 
 
 def baseline_create(

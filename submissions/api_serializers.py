@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, ClassVar
 
 from rest_framework import serializers
 
-from submissions.board_row import FINAL_BY_PUBLIC_SCORE, FINAL_SELECTED, LeaderboardRow
+from submissions.board_row import (
+    COLUMNS,
+    COSTS_COMPLETE_HELP,
+    COSTS_INCOMPLETE_HELP,
+    Column,
+    LeaderboardRow,
+)
 from submissions.models import Submission, Task
 from submissions.selectors import task_device_notice
 
@@ -114,14 +122,9 @@ class SubmissionSerializer(serializers.ModelSerializer):
         "the organisers reveal them."
     )
     costs_complete = serializers.BooleanField(
-        read_only=True,
-        allow_null=True,
-        help_text="False: the MACs and FLOPs leave out nodes that multiply-accumulate (a lower "
-        "bound, never ranked against a FLOPs budget or in a composite); null: no costs.",
+        read_only=True, allow_null=True, help_text=COSTS_COMPLETE_HELP
     )
-    costs_incomplete_reason = serializers.CharField(
-        read_only=True, help_text="Which nodes the MACs and FLOPs leave out; '' when complete."
-    )
+    costs_incomplete_reason = serializers.CharField(read_only=True, help_text=COSTS_INCOMPLETE_HELP)
 
     class Meta:
         model = Submission
@@ -162,8 +165,8 @@ class SubmissionSerializer(serializers.ModelSerializer):
     _built_fields: ClassVar[dict[str, serializers.Field[Any, Any, Any, Any]] | None] = None
 
     def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
-        """ModelSerializer builds every field from the model again for each serializer: 0.7 ms
-        of the 0.9 ms an upload's response took. Built once per class here; each serializer
+        """ModelSerializer builds every field from the model again for each serializer: most of
+        an upload's response time. Built once per class here; each serializer
         binds its own shallow copies (binding sets the copy's name, parent and source; nothing
         here depends on the request)."""
         built = type(self).__dict__.get("_built_fields")
@@ -216,64 +219,36 @@ class SubmissionCreateSerializer(serializers.Serializer):
     )
 
 
-class LeaderboardRowSerializer(serializers.Serializer):
-    """One board row: the columns of ``board_row.COLUMNS`` (``LeaderboardRow.record``), declared
-    here for the schema. On the private board ``score`` and ``metrics`` are the private ones."""
+# The API's field for each type a board column's values may have (``board_row.Column.type``).
+_ROW_FIELDS: dict[type, type[serializers.Field[Any, Any, Any, Any]]] = {
+    int: serializers.IntegerField,
+    float: serializers.FloatField,
+    bool: serializers.BooleanField,
+    str: serializers.CharField,
+    datetime: serializers.DateTimeField,
+    dict: serializers.DictField,
+}
 
-    rank = serializers.IntegerField(
-        allow_null=True, help_text="Null: listed below the ranked entries, outside the rule."
-    )
-    ranked = serializers.BooleanField()
-    ranking_value = serializers.FloatField(
-        allow_null=True,
-        help_text="What the rule ranks on: the score, or the composite score (lower is better).",
-    )
-    not_ranked_because = serializers.CharField(allow_blank=True)
-    final = serializers.ChoiceField(
-        choices=["", FINAL_SELECTED, FINAL_BY_PUBLIC_SCORE],
-        help_text="On a private board of finals: how this entry became a final; '' elsewhere.",
-    )
-    user = serializers.CharField(help_text="Who uploaded the entry's best submission.")
-    team = serializers.CharField(
-        allow_blank=True, help_text="The team whose row this is; '' for a participant alone."
-    )
-    submission_id = serializers.IntegerField()
-    score = serializers.FloatField(help_text="The board's score: public or private.")
-    metrics = serializers.DictField(help_text="Every metric on the board's rows.")
-    latency_p50_ms = serializers.FloatField(allow_null=True)
-    latency_p90_ms = serializers.FloatField(allow_null=True)
-    latency_p95_ms = serializers.FloatField(allow_null=True)
-    latency_p99_ms = serializers.FloatField(allow_null=True)
-    latency_mean_ms = serializers.FloatField(allow_null=True)
-    latency_spread = serializers.FloatField(allow_null=True)
-    latency_unstable = serializers.BooleanField()
-    timing_exclusive = serializers.BooleanField(allow_null=True)
-    timed_on_device_class = serializers.CharField(
-        allow_null=True, help_text="The device class it was timed on (null: not recorded)."
-    )
-    parameters = serializers.IntegerField(allow_null=True)
-    flops = serializers.IntegerField(allow_null=True)
-    macs = serializers.IntegerField(allow_null=True)
-    costs_complete = serializers.BooleanField(
-        allow_null=True,
-        help_text="False: the MACs and FLOPs leave out nodes that multiply-accumulate (a lower "
-        "bound, never ranked against a FLOPs budget or in a composite); null: no costs.",
-    )
-    costs_incomplete_reason = serializers.CharField(
-        allow_blank=True, help_text="Which nodes the MACs and FLOPs leave out; '' when complete."
-    )
-    activations = serializers.IntegerField(allow_null=True)
-    peak_memory_bytes = serializers.IntegerField(allow_null=True)
-    throughput = serializers.FloatField(allow_null=True)
-    provider = serializers.CharField()
-    device_name = serializers.CharField()
-    is_baseline = serializers.BooleanField()
-    entries = serializers.IntegerField()
-    submitted_at = serializers.DateTimeField()
-    last_submitted_at = serializers.DateTimeField()
+
+def _row_field(column: Column) -> serializers.Field[Any, Any, Any, Any]:
+    options: dict[str, Any] = {"allow_null": column.null, "help_text": column.help or None}
+    if column.choices:
+        return serializers.ChoiceField(choices=list(column.choices), **options)
+    return _ROW_FIELDS[column.type](**options)
+
+
+class LeaderboardRowSerializer(serializers.Serializer):
+    """One board row: a field for each column of ``board_row.COLUMNS``, typed and described
+    there. On the private board ``score`` and ``metrics`` are the private ones."""
+
+    columns: ClassVar[Sequence[Column]] = COLUMNS
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        return {column.key: _row_field(column) for column in self.columns}
 
     def to_representation(self, instance: LeaderboardRow) -> dict[str, Any]:
-        return dict(super().to_representation(instance.record()))
+        record = {column.key: column.value(instance) for column in self.columns}
+        return dict(super().to_representation(record))
 
 
 class RankingSerializer(serializers.Serializer):

@@ -1,4 +1,5 @@
-"""REST API views. Each validates input, calls one service or selector, serializes the result."""
+"""REST API views. Each validates input, calls one service or selector, serializes the result.
+Refusals and lookups that find nothing propagate: ``portal.refusal_responses`` answers them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from django.http import Http404
 from django.utils.cache import get_conditional_response
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from portal.openapi import BAD_REQUEST
 from portal.pagination import BoundedLimitOffsetPagination
+from portal.refusals import Refused
 from portal.request_params import params_validated
 from submissions import selectors
 from submissions.api_serializers import (
@@ -31,8 +32,8 @@ from submissions.api_serializers import (
     TaskSerializer,
 )
 from submissions.board_pages import board_etag
-from submissions.finals import SelectionRefused, submission_select
-from submissions.models import Submission, Task
+from submissions.finals import submission_select
+from submissions.models import Task
 from submissions.ranking import describe
 from submissions.services import SubmissionRefused, submission_cancel, submission_create
 
@@ -43,11 +44,12 @@ SELECTION_REFUSED = OpenApiResponse(
 )
 
 
-def _visible_task(slug: str, user: Any) -> Task:
+def _upload_task(slug: str, user: Any) -> Task:
+    """The task an upload names: one this user cannot see is refused as an unknown one."""
     try:
-        return selectors.task_get_visible(slug=slug, user=user)
-    except Task.DoesNotExist as exc:
-        raise Http404(f"No task '{slug}'.") from exc
+        return selectors.task_get_for_upload(slug=slug, user=user)
+    except Task.DoesNotExist:
+        raise SubmissionRefused("task", f"No task '{slug}'.") from None
 
 
 class TaskListApi(APIView):
@@ -64,7 +66,8 @@ class TaskDetailApi(APIView):
 
     @extend_schema(responses={200: TaskSerializer, 404: NOT_FOUND})
     def get(self, request: Request, slug: str) -> Response:
-        return Response(TaskSerializer(_visible_task(slug, request.user)).data)
+        task = selectors.task_get_visible(slug=slug, user=request.user)
+        return Response(TaskSerializer(task).data)
 
 
 class LeaderboardApi(APIView):
@@ -77,7 +80,7 @@ class LeaderboardApi(APIView):
         responses={200: LeaderboardSerializer, 400: BAD_REQUEST, 404: NOT_FOUND},
     )
     def get(self, request: Request, slug: str) -> Response:
-        task = _visible_task(slug, request.user)
+        task = selectors.task_get_visible(slug=slug, user=request.user)
         refusal = selectors.leaderboard_refusal(task=task, user=request.user)
         if refusal:
             raise Http404(refusal)
@@ -137,16 +140,10 @@ class SubmissionListApi(APIView):
     )
     def post(self, request: Request) -> Response:
         form = params_validated(SubmissionCreateSerializer, request.data)
-        try:
-            task = selectors.task_get_for_upload(slug=form["task"], user=request.user)
-        except Task.DoesNotExist:
-            raise ValidationError({"task": [f"No task '{form['task']}'."]}) from None
-        try:
-            submission = submission_create(
-                user=request.user, task=task, upload=form["file"], description=form["description"]
-            )
-        except SubmissionRefused as exc:
-            return Response({exc.field: [exc.message]}, status=status.HTTP_400_BAD_REQUEST)
+        task = _upload_task(form["task"], request.user)
+        submission = submission_create(
+            user=request.user, task=task, upload=form["file"], description=form["description"]
+        )
         data = SubmissionSerializer(submission).data
         data["notice"] = selectors.task_device_notice(task=task)  # "" while a worker is online
         return Response(data, status=status.HTTP_201_CREATED)
@@ -157,9 +154,7 @@ class SubmissionDetailApi(APIView):
 
     @extend_schema(responses={200: SubmissionDetailSerializer, 404: NOT_FOUND})
     def get(self, request: Request, pk: int) -> Response:
-        submission = selectors.submissions_of(user=request.user).filter(pk=pk).first()
-        if submission is None:
-            raise Http404("No such submission of yours.")
+        submission = selectors.submission_get_own(user=request.user, pk=pk)
         data = SubmissionSerializer(submission).data
         place = selectors.submission_queue_place(submission=submission)
         data["queue_position"] = place["position"] if place else None
@@ -179,16 +174,11 @@ class SubmissionCancelApi(APIView):
         },
     )
     def post(self, request: Request, pk: int) -> Response:
-        submission = selectors.submissions_of(user=request.user).filter(pk=pk).first()
-        if submission is None:
-            raise Http404("No such submission of yours.")
+        submission = selectors.submission_get_own(user=request.user, pk=pk)
         if not submission_cancel(submission_id=submission.pk, user=request.user):
-            return Response(
-                {
-                    "detail": f"Submission {pk} is {submission.status}; only queued or running "
-                    "submissions can be cancelled."
-                },
-                status=status.HTTP_409_CONFLICT,
+            raise Refused(
+                f"Submission {pk} is {submission.status}; only queued or running submissions "
+                "can be cancelled."
             )
         submission.refresh_from_db()
         return Response(SubmissionSerializer(submission).data)
@@ -201,12 +191,7 @@ class SubmissionSelectApi(APIView):
     permission_classes = [IsAuthenticated]
 
     def _set(self, request: Request, pk: int, selected: bool) -> Response:
-        try:
-            submission = submission_select(user=request.user, submission_id=pk, selected=selected)
-        except Submission.DoesNotExist:
-            raise Http404("No such submission of yours.") from None
-        except SelectionRefused as exc:
-            return Response({"detail": exc.message}, status=status.HTTP_409_CONFLICT)
+        submission = submission_select(user=request.user, submission_id=pk, selected=selected)
         return Response(SubmissionSerializer(submission, context={"request": request}).data)
 
     @extend_schema(

@@ -6,17 +6,16 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from evaluation.inspect import runtime_limits
 from submissions import ranking
-from submissions.board_row import COLUMNS, LeaderboardRow
+from submissions.board_cells import PageRow, format_latency
+from submissions.board_row import COLUMNS, Column, LeaderboardRow, PageCell, page_cells
 from submissions.charts import Chart, line_chart, scatter_chart, step_chart
 from submissions.models import Submission, Task
-from submissions.ranking_models import submission_measures
 from submissions.selectors import ScoreRecord, SpeedPoint
 
 
@@ -32,67 +31,6 @@ def best_score_chart(records: Sequence[ScoreRecord]) -> Chart | None:
         if records
         else ("", ""),
     )
-
-
-def format_latency(ms: float | None) -> str:
-    """A time per batch in units that fit: µs below a millisecond (a tiny model's 5.5 µs is not
-    "0.01 ms"), three significant figures, ms with two decimals above."""
-    if ms is None:
-        return "—"
-    if ms < 1.0:
-        return f"{ms * 1000:.3g} µs"
-    return f"{ms:,.2f} ms"
-
-
-def format_spread(spread: float | None) -> str:
-    """The spread across timing passes as ``± 1.2 %``."""
-    return "" if spread is None else f"± {spread * 100:.1f} %"
-
-
-def format_count(n: int | None) -> str:
-    """Parameters or FLOPs in SI units, three significant figures: 1.23 M, 4.56 G."""
-    if n is None:
-        return "—"
-    for size, unit in ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k")):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return str(n)
-
-
-def format_flops(s: Submission) -> SafeString:
-    """FLOPs in SI units; a count that leaves nodes out reads "≥ n", the reason in its title."""
-    reason = s.costs_incomplete_reason
-    if not reason:
-        return format_html("{}", format_count(s.flops))
-    return format_html(
-        '<span class="partial" title="Not counted in full: {}" data-costs-incomplete>≥ {}</span>',
-        reason,
-        format_count(s.flops),
-    )
-
-
-def format_bytes(n: int | None) -> str:
-    return "—" if n is None else str(filesizeformat(n))
-
-
-def latency_marks(s: Submission, rule: ranking.Rule) -> list[tuple[str, str, str]]:
-    """(css class, text, explanation) for what qualifies an entry's latency on the board."""
-    marks = []
-    if s.latency_unstable:
-        marks.append(("chip-unstable", "unstable", "its timing passes disagreed"))
-    if s.timing_exclusive is False:
-        marks.append(("chip-shared", "shared", "timed without exclusivity"))
-    measures = submission_measures(s, "public")
-    if ranking.timed_elsewhere(rule, measures):
-        marks.append(
-            (
-                "chip-elsewhere",
-                f"on {measures.device_class}",
-                f"timed on {measures.device_class}, not the task's {rule.device_class}: "
-                "not ranked on latency",
-            )
-        )
-    return marks
 
 
 def _range(start: Any, end: Any, unit: str) -> str:
@@ -154,7 +92,11 @@ def latency_chart(submission: Submission) -> Chart | None:
 
 
 def leaderboard_csv_rows(
-    *, task: Task, rule: ranking.Rule, rows: Sequence[LeaderboardRow]
+    *,
+    task: Task,
+    rule: ranking.Rule,
+    rows: Sequence[LeaderboardRow],
+    columns: Sequence[Column] = COLUMNS,
 ) -> Iterator[list[object]]:
     """Header then one line per user, ranked first, then those outside the rule (no rank, with
     the reason): the columns of ``board_row.COLUMNS``, every metric of the board in its own
@@ -162,16 +104,16 @@ def leaderboard_csv_rows(
     metric_names = sorted({name for row in rows for name in row.metrics})
     names = {
         "metric": task.metric,
-        "direction": "higher" if task.higher_is_better else "lower",
+        "direction": task.direction.word,
         "rule": rule.kind,
     }
     header: list[object] = []
-    for column in COLUMNS:
+    for column in columns:
         header += metric_names if column.key == "metrics" else [column.csv_header.format(**names)]
     yield header
     for row in rows:
         line: list[object] = []
-        for column in COLUMNS:
+        for column in columns:
             value = column.value(row)
             if column.key == "metrics":
                 line += [value.get(name, "") for name in metric_names]
@@ -216,132 +158,60 @@ def failure_advice(submission: Submission) -> str:
 
 @dataclass(frozen=True)
 class BoardColumn:
-    key: str
+    key: str  # the name ``?sort=`` gives it; "" when the page cannot sort by it
     label: str
     next_dir: str  # what clicking the header asks for
     aria_sort: str  # "ascending", "descending" or "none"
     numeric: bool
 
 
-def board_columns(
-    *, task: Task, rule: ranking.Rule, sort: str, descending: bool
-) -> list[BoardColumn]:
-    """The sortable headers; the score's first click goes best-first in the metric's direction."""
-    arrow = "↑" if task.higher_is_better else "↓"
-    spec = [
-        ("rank", "#", True),
-        ("user", "Participant", False),
-        ("score", f"{task.metric_label} {arrow}", True),
-        *([("value", "Composite ↓", True)] if rule.kind == ranking.COMPOSITE else []),
-        ("latency", "p50 / batch", True),
-        ("throughput", "Samples/s", True),
-        ("parameters", "Params", True),
-        ("flops", "FLOPs", True),
-        ("memory", "Peak memory", True),
-        ("device", "Device", False),
-        ("entries", "Entries", True),
-        ("last", "Last entry", True),
+def _shown(rule: ranking.Rule, columns: Sequence[Column]) -> list[tuple[Column, PageCell]]:
+    """The page's columns under this rule, left to right."""
+    return [
+        (column, cell)
+        for column, cell in page_cells(columns)
+        if rule.kind == ranking.COMPOSITE or not cell.composite_only
     ]
-    first_dir = {"score": "desc" if task.higher_is_better else "asc", "throughput": "desc"}
-    columns = []
-    for key, label, numeric in spec:
-        if key == sort:
+
+
+def board_columns(
+    *,
+    task: Task,
+    rule: ranking.Rule,
+    sort: str,
+    descending: bool,
+    columns: Sequence[Column] = COLUMNS,
+) -> list[BoardColumn]:
+    """The page's headers; the score's first click goes best-first in the metric's direction."""
+    best_first = "desc" if task.direction.best_first_descending else "asc"
+    headers = []
+    for _, cell in _shown(rule, columns):
+        label = cell.label.format(metric=task.metric_label, arrow=task.direction.arrow)
+        if cell.sort and cell.sort == sort:
             next_dir = "asc" if descending else "desc"
             aria = "descending" if descending else "ascending"
         else:
-            next_dir, aria = first_dir.get(key, "asc"), "none"
-        columns.append(BoardColumn(key, label, next_dir, aria, numeric))
-    return columns
+            next_dir = best_first if cell.first_dir == "best" else cell.first_dir
+            aria = "none"
+        headers.append(BoardColumn(cell.sort, label, next_dir, aria, cell.numeric))
+    return headers
 
 
-def _num(value: float | None, places: int) -> str:
-    return "" if value is None else f"{value:,.{places}f}".replace(",", "")
+def _td_open(cell: PageCell) -> str:
+    return format_html('<td class="{}">', cell.css) if cell.css else "<td>"
 
 
-def _latency_cell(s: Submission, rule: ranking.Rule) -> SafeString:
-    """p50 in units that fit, its spread, and marks; the other percentiles in the tooltip."""
-    others = " · ".join(
-        f"{p} {format_latency(getattr(s, f'latency_{p}_ms'))}"
-        for p in ("p90", "p95", "p99", "mean")
-        if getattr(s, f"latency_{p}_ms") is not None
-    )
-    marks = format_html_join(
-        "",
-        ' <span class="chip {}" title="{}">{}</span>',
-        ((css, why, text) for css, text, why in latency_marks(s, rule)),
-    )
-    if s.latency_p50_ms is None:
-        return format_html("—{}", marks)
-    return format_html(
-        '<span title="{}">{}</span> <small class="spread">{}</small>{}',
-        others,
-        format_latency(s.latency_p50_ms),
-        format_spread(s.latency_spread),
-        marks,
-    )
-
-
-def _participant_cell(row: LeaderboardRow, mine: bool) -> SafeString:
-    s = row.submission
-    team = s.team if not s.is_baseline else None
-    name = (
-        format_html('<a href="{}" data-team>{}</a>', team.get_absolute_url(), team.name)
-        if team is not None
-        else s.board_name
+def _row_html(at: PageRow, shown: Sequence[tuple[Column, PageCell, str]]) -> SafeString:
+    """One <tr>: a cell per shown column, its content escaped unless built as HTML."""
+    s = at.row.submission
+    flags = (("mine", at.mine), ("baseline", s.is_baseline), ("unranked", not at.row.ranked))
+    classes = " ".join(css for css, on in flags if on)
+    tds = "".join(
+        f"{td_open}{conditional_escape(cell.html(column.value(at.row), at))}</td>"
+        for column, cell, td_open in shown
     )
     return format_html(
-        "{}{}{}{}{}",
-        name,
-        mark_safe(' <span class="chip chip-baseline">baseline</span>') if s.is_baseline else "",
-        mark_safe(' <span class="chip chip-you">you</span>') if mine else "",
-        format_html(
-            ' <span class="chip chip-final" data-final="{}">{}</span>', row.final, row.final
-        )
-        if row.final
-        else "",
-        format_html('<div class="reason">Not ranked: {}</div>', row.reason) if row.reason else "",
-    )
-
-
-def _row_html(task: Task, rule: ranking.Rule, row: LeaderboardRow, mine: bool) -> SafeString:
-    s = row.submission
-    others = format_html_join(
-        " ",
-        "<span>{} {}</span>",
-        ((name, _num(value, 4)) for name, value in row.metrics.items() if name != task.metric),
-    )
-    value = (
-        format_html('<td class="num value">{}</td>', _num(row.value, 4))
-        if rule.kind == ranking.COMPOSITE
-        else ""
-    )
-    classes = " ".join(
-        c
-        for c, on in (("mine", mine), ("baseline", s.is_baseline), ("unranked", not row.ranked))
-        if on
-    )
-    return format_html(
-        '<tr class="{}" data-user="{}"><td class="num">{}</td><td>{}</td>'
-        '<td class="num score">{}</td>{}<td class="metrics">{}</td><td class="num">{}</td>'
-        '<td class="num">{}</td><td class="num">{}</td><td class="num">{}</td>'
-        '<td class="num">{}</td><td>{}</td><td class="num">{}</td>'
-        '<td class="num"><time datetime="{}">{}</time></td></tr>',
-        classes,
-        s.user.username,
-        row.rank or "—",
-        _participant_cell(row, mine),
-        _num(row.score, 4),
-        value,
-        others,
-        _latency_cell(s, rule),
-        _num(s.throughput, 0),
-        format_count(s.parameters),
-        format_flops(s),
-        format_bytes(s.peak_memory_bytes),
-        s.device_name or s.provider,
-        row.entries,
-        timezone.localtime(row.last_submitted_at).isoformat(),
-        timezone.localtime(row.last_submitted_at).strftime("%Y-%m-%d %H:%M"),
+        '<tr class="{}" data-user="{}">{}</tr>', classes, s.user.username, mark_safe(tds)
     )
 
 
@@ -352,12 +222,13 @@ def leaderboard_rows_html(
     rows: Sequence[tuple[bool, LeaderboardRow]],
     own_submission_id: int | None,
     by_rank: bool = True,
+    columns: Sequence[Column] = COLUMNS,
 ) -> SafeString:
     """The board's <tr>s, with a divider above the first entry outside the rule when sorted by
-    rank. Built here rather than in the template: Django's template engine takes
-    ~20 ms for 50 rows of 9 cells on a busy 2-core box, a third of the page's time budget,
-    and format_html escapes every value the same way the template would."""
-    width = 14 if rule.kind == ranking.COMPOSITE else 13
+    rank. Built here rather than in the template, which was a large part of the page's time;
+    every value is escaped the same way the template would."""
+    shown = [(column, cell, _td_open(cell)) for column, cell in _shown(rule, columns)]
+    width = len(shown)
     parts: list[str] = []
     ranked_before = False
     for pinned, row in rows:
@@ -370,7 +241,8 @@ def leaderboard_rows_html(
             )
         ranked_before = row.ranked
         # "you": the viewer's own row, or their team's whoever uploaded its best entry
-        parts.append(_row_html(task, rule, row, row.submission.pk == own_submission_id))
+        mine = row.submission.pk == own_submission_id
+        parts.append(_row_html(PageRow(task, rule, row, mine), shown))
     return mark_safe("\n".join(parts))  # every part was built by format_html
 
 
@@ -410,7 +282,7 @@ def pareto_chart(
         if not ranking.timed_elsewhere(rule, ranking.Measures(None, device_class=p.device_class))
     ]
     front = ranking.pareto_front(
-        [(p.latency_p50_ms, p.score) for p in shown], higher_is_better=task.higher_is_better
+        [(p.latency_p50_ms, p.score) for p in shown], direction=task.direction
     )
     on_front = set(front)
     others = [i for i in range(len(shown)) if i not in on_front][:PARETO_OTHERS_DRAWN]

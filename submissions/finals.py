@@ -17,15 +17,15 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from portal.refusals import Refused
 from submissions.leaderboard import leaderboard_selection_changed
 from submissions.models import Submission, Task, Team
 from submissions.quotas import entrant_submissions, team_id_of
+from submissions.selectors import NOT_YOURS
 
 
-class SelectionRefused(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+class SelectionRefused(Refused):
+    """A final that cannot be selected or unselected now, and why."""
 
 
 def _check_task(task: Task) -> None:
@@ -69,8 +69,11 @@ def _check_limit(task: Task, chosen: Collection[int]) -> None:
         )
 
 
-def final_selection_replace(*, user: Any, task: Task, submission_ids: Collection[int]) -> None:
-    """Make exactly ``submission_ids`` (the participant's own, of ``task``) their finals."""
+def final_selection_replace(
+    *, user: Any, task: Task, submission_ids: Collection[int]
+) -> list[Submission]:
+    """Make exactly ``submission_ids`` (the participant's own, of ``task``) their finals; the
+    finals, in id order."""
     with transaction.atomic():
         task = Task.objects.get(pk=task.pk)
         _check_task(task)
@@ -84,23 +87,26 @@ def final_selection_replace(*, user: Any, task: Task, submission_ids: Collection
                 _check_selectable(mine[pk])
         _check_limit(task, wanted)
         changed = [s for s in mine.values() if s.selected != (s.pk in wanted)]
-        if not changed:
-            return
         for s in changed:
             s.selected = s.pk in wanted
-        Submission.objects.bulk_update(changed, ["selected"])
-        leaderboard_selection_changed(task_id=task.pk, user_id=user.pk)
+        if changed:
+            Submission.objects.bulk_update(changed, ["selected"])
+            leaderboard_selection_changed(task_id=task.pk, user_id=user.pk)
+    return [mine[pk] for pk in sorted(wanted)]
 
 
 def submission_select(*, user: Any, submission_id: int, selected: bool = True) -> Submission:
     """Select (or unselect) one of the participant's submissions as a final."""
     with transaction.atomic():
-        submission = Submission.objects.for_user(user).select_related("task").get(pk=submission_id)
+        found = Submission.objects.for_user(user).select_related("task").filter(pk=submission_id)
+        submission = found.first()
+        if submission is None:
+            raise Submission.DoesNotExist(NOT_YOURS)
         task = submission.task
         _check_task(task)
         mine = {s.pk: s for s in _locked(user, task)}
         if submission_id not in mine:  # a former team's submission: no longer theirs to choose
-            raise Submission.DoesNotExist
+            raise Submission.DoesNotExist(NOT_YOURS)
         submission = mine[submission_id]
         chosen = {pk for pk, s in mine.items() if s.selected}
         if selected and submission_id not in chosen:

@@ -4,7 +4,7 @@ from typing import Any
 
 from django import forms
 
-from submissions.selectors import SORT_COLUMNS
+from submissions.board_row import SORT_COLUMNS
 
 
 class UploadForm(forms.Form):

@@ -241,10 +241,6 @@ def leaderboard_differences(*, task_id: int) -> list[str]:
     return found
 
 
-def _beats(task: Task, score: float, other: float) -> bool:
-    return score > other if task.higher_is_better else score < other
-
-
 def _beats_before(task: Task, board: str, submission: Submission, score: float) -> bool:
     """Whether the submission beats the step of the chart before it (ties are no steps)."""
     at, pk = submission.created_at, submission.pk
@@ -255,7 +251,7 @@ def _beats_before(task: Task, board: str, submission: Submission, score: float) 
         .values_list("score", flat=True)
         .first()
     )
-    return before is None or _beats(task, score, before)
+    return before is None or task.direction.beats(score, before)
 
 
 def _beats_steps(
@@ -264,7 +260,7 @@ def _beats_steps(
     """``_beats_before`` against the chart's steps read once ((at, submission id, score),
     oldest first): one query for every candidate of a drain, not one each."""
     at = bisect.bisect_left(steps, (submission.created_at, submission.pk))
-    return at == 0 or _beats(task, score, steps[at - 1][2])
+    return at == 0 or task.direction.beats(score, steps[at - 1][2])
 
 
 def _record_add(task: Task, board: str, submission: Submission, score: float) -> None:
@@ -277,7 +273,7 @@ def _record_add(task: Task, board: str, submission: Submission, score: float) ->
     later = LeaderboardRecord.objects.filter(task=task, board=board).filter(
         Q(at__gt=at) | Q(at=at, submission_id__gt=pk)
     )
-    beaten = [r.pk for r in later.only("score") if not _beats(task, r.score, score)]
+    beaten = [r.pk for r in later.only("score") if not task.direction.beats(r.score, score)]
     LeaderboardRecord.objects.filter(pk__in=beaten).delete()
     LeaderboardRecord.objects.create(
         task=task, board=board, submission=submission, score=score, at=at

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from evaluation.costs import SHAPES_INFERRED, StaticCosts, incomplete_reason
-from evaluation.metrics import get_metric, metric_choices
+from evaluation.metrics import Direction, get_metric, metric_choices
 from evaluation.spec import ONNX_TYPE_FOR_DTYPE, TaskSpec
 from evaluation.timing import TimingProtocol
 
@@ -199,8 +199,13 @@ class Task(models.Model):
         return get_metric(self.metric).label
 
     @property
+    def direction(self) -> Direction:
+        """Which of two scores on this task is better (its metric's direction)."""
+        return get_metric(self.metric).direction
+
+    @property
     def higher_is_better(self) -> bool:
-        return get_metric(self.metric).higher_is_better
+        return self.direction.higher_is_better
 
     @property
     def requires_gpu(self) -> bool:

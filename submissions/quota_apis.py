@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
@@ -12,7 +11,6 @@ from rest_framework.views import APIView
 
 from submissions import selectors
 from submissions.apis import NOT_FOUND
-from submissions.models import Task
 from submissions.quotas import quota_get
 
 
@@ -41,8 +39,5 @@ class TaskQuotaApi(APIView):
 
     @extend_schema(responses={200: QuotaSerializer, 404: NOT_FOUND})
     def get(self, request: Request, slug: str) -> Response:
-        try:
-            task = selectors.task_get_visible(slug=slug, user=request.user)
-        except Task.DoesNotExist as exc:
-            raise Http404(f"No task '{slug}'.") from exc
+        task = selectors.task_get_visible(slug=slug, user=request.user)
         return Response(QuotaSerializer(quota_get(user=request.user, task=task)).data)

@@ -27,6 +27,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from evaluation.metrics import Direction
+
 PRIMARY = "primary"
 CONSTRAINED = "constrained"
 COMPOSITE = "composite"
@@ -85,6 +87,10 @@ class Rule:
     baseline: Measures | None = None
 
     @property
+    def direction(self) -> Direction:
+        return Direction(self.higher_is_better)
+
+    @property
     def uses_latency(self) -> bool:
         if self.kind == PRIMARY:
             return False
@@ -136,10 +142,6 @@ def timed_elsewhere(rule: Rule, measures: Measures) -> bool:
     )
 
 
-def _worse(rule: Rule, score: float, threshold: float) -> bool:
-    return score < threshold if rule.higher_is_better else score > threshold
-
-
 def _number(value: float) -> str:
     return f"{value:,.6g}"
 
@@ -156,7 +158,7 @@ def _budget_reasons(rule: Rule, m: Measures) -> list[str]:
                 f"{_number(rule.latency_budget_ms)} ms budget"
             )
     threshold = rule.metric_threshold
-    if threshold is not None and m.score is not None and _worse(rule, m.score, threshold):
+    if threshold is not None and m.score is not None and rule.direction.beats(threshold, m.score):
         side = "below the minimum" if rule.higher_is_better else "above the maximum"
         reasons.append(f"{rule.metric} {_number(m.score)} is {side} {_number(threshold)}")
     for name, value, budget in (
@@ -211,7 +213,7 @@ def composite(rule: Rule, m: Measures) -> tuple[float | None, str]:
 def judge(rule: Rule, m: Measures) -> Verdict:
     """Where one submission stands under the rule. ``m.score`` is never None on a board."""
     score = m.score if m.score is not None else math.nan
-    by_score = -score if rule.higher_is_better else score
+    by_score = rule.direction.rank_key(score)
     reasons = [] if rule.kind == PRIMARY else _budget_reasons(rule, m)
     if rule.uses_latency and timed_elsewhere(rule, m):
         reasons.insert(0, f"timed on {m.device_class}, not the task's {rule.device_class}")
@@ -226,15 +228,16 @@ def judge(rule: Rule, m: Measures) -> Verdict:
     return Verdict(True, value, rank_key)
 
 
-def pareto_front(points: Sequence[tuple[float, float]], *, higher_is_better: bool) -> list[int]:
+def pareto_front(points: Sequence[tuple[float, float]], *, direction: Direction) -> list[int]:
     """Indices of the (latency, score) points no other point beats on both (faster or as fast,
     and as good or better, one strictly), fastest first."""
-    sign = -1.0 if higher_is_better else 1.0
-    order = sorted(range(len(points)), key=lambda i: (points[i][0], sign * points[i][1]))
+    order = sorted(
+        range(len(points)), key=lambda i: (points[i][0], direction.rank_key(points[i][1]))
+    )
     front: list[int] = []
     best = math.inf
     for i in order:
-        key = sign * points[i][1]
+        key = direction.rank_key(points[i][1])
         if key < best:
             front.append(i)
             best = key
@@ -243,7 +246,7 @@ def pareto_front(points: Sequence[tuple[float, float]], *, higher_is_better: boo
 
 def describe(rule: Rule) -> str:
     """The rule in one sentence, for the page, the CSV header and the API."""
-    direction = "higher" if rule.higher_is_better else "lower"
+    direction = rule.direction.word
     if rule.kind == PRIMARY:
         return f"Ranked by {rule.metric} ({direction} is better)."
     budgets = _budget_sentence(rule)

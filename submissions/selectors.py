@@ -16,6 +16,7 @@ from django.db.models import (
     F,
     Max,
     Min,
+    OrderBy,
     Q,
     QuerySet,
     Value,
@@ -26,7 +27,7 @@ from django.db.models.functions import Coalesce, NullIf, RowNumber
 
 from evaluation import queues
 from submissions import ranking, turns
-from submissions.board_row import BOARD_PRIVATE, BOARD_PUBLIC, LeaderboardRow
+from submissions.board_row import BOARD_PRIVATE, BOARD_PUBLIC, SORT_FIELDS, LeaderboardRow
 from submissions.compiled import CompiledObject
 from submissions.leaderboard_models import LeaderboardEntry, LeaderboardRecord, entrant_key
 from submissions.models import Submission, Task, TaskQuerySet
@@ -51,7 +52,11 @@ def _visible_to(tasks: TaskQuerySet, *, staff: bool) -> TaskQuerySet:
 
 
 def task_get_visible(*, slug: str, user: Any) -> Task:
-    return task_list_visible(user=user).get(slug=slug)
+    """The task ``slug`` if this viewer may see it; else ``Task.DoesNotExist`` saying so."""
+    task = task_list_visible(user=user).filter(slug=slug).first()
+    if task is None:
+        raise Task.DoesNotExist(f"No task '{slug}'.")
+    return task
 
 
 def _task_for_upload(staff: bool) -> CompiledObject:
@@ -67,10 +72,9 @@ _TASK_FOR_UPLOAD = {staff: _task_for_upload(staff) for staff in (False, True)}
 
 def task_get_for_upload(*, slug: str, user: Any) -> Task:
     """``task_get_visible`` without the current dataset, which an upload never reads: its join
-    and instance were half the read's CPU (0.7 of 1.3 ms). The device class stays: the model's
-    inspection asks whether the task needs a GPU, the notice names the class. Compiled once per
-    process (``CompiledObject``, 39 columns): with the uploader's lock compiled too
-    (``services._USER_LOCK``), an upload's CPU fell from 13.6-14.3 to 9.2-10.2 ms in process."""
+    and instance were half the read's CPU. The device class stays: the model's inspection asks
+    whether the task needs a GPU, the notice names the class. Compiled once per process
+    (``CompiledObject``, 39 columns), as the uploader's lock is (``services._USER_LOCK``)."""
     task = _TASK_FOR_UPLOAD[_is_staff(user)]({"slug": slug})
     if task is None:
         raise Task.DoesNotExist(f"no task {slug!r} visible to this user")
@@ -101,11 +105,6 @@ def task_counts(*, task: Task) -> TaskCounts:
     return TaskCounts(participants=found[0], submissions=found[1])
 
 
-def forget_task_counts(*, task: Task) -> None:
-    """Drop ``task``'s cached counts: the next ``task_counts`` counts again."""
-    cache.delete(_task_counts_key(task))
-
-
 def _task_counts_key(task: Task) -> str:
     return f"task-counts{settings.BOARD_CACHE_NAMESPACE}:{task.pk}"
 
@@ -117,23 +116,6 @@ def task_files_listed(*, task: Task, user: Any) -> QuerySet[TaskFile]:
 
 BOARDS = (BOARD_PUBLIC, BOARD_PRIVATE)
 LEADERBOARD_PAGE_SIZE = 50
-
-# Columns a visitor may sort the board by -> the LeaderboardEntry field behind each.
-SORT_FIELDS = {
-    "rank": "rank_key",
-    "user": "user__username",
-    "score": "score",
-    "value": "value",
-    "latency": "latency_p50_ms",
-    "throughput": "throughput",
-    "parameters": "submission__parameters",
-    "flops": "submission__flops",
-    "memory": "submission__peak_memory_bytes",
-    "device": "device_name",
-    "entries": "entries",
-    "last": "last_submitted_at",
-}
-SORT_COLUMNS = tuple(SORT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -169,7 +151,7 @@ def score_field(board: str) -> str:
 
 
 def _best_first(task: Task, field: str) -> list[Any]:
-    score = F(field).desc() if task.higher_is_better else F(field).asc()
+    score = OrderBy(F(field), descending=task.direction.best_first_descending)
     return [score, F("created_at").asc(), F("id").asc()]
 
 
@@ -223,7 +205,7 @@ def board_eligible(*, task: Task, board: str) -> QuerySet[Submission]:
 # same groups as the keys of ``leaderboard_models.entrant_key`` ("b<id>", "t<team>", "u<user>"):
 # a baseline's own id (else NULL), and its team negated or else its user (ids are positive, so
 # a team never meets a user). Integers, not the "u<id>" strings: Django compiles this partition
-# three times per query and twice per result, and the Concat/Cast form cost 2.5 ms of a 19 ms
+# three times per query and twice per result, and the Concat/Cast form cost an eighth of a
 # refresh.
 ENTRANT = [
     Case(When(is_baseline=True, then=F("id")), output_field=BigIntegerField()),
@@ -371,7 +353,7 @@ def records_computed(*, task: Task, board: str = BOARD_PUBLIC) -> list[ScoreReco
     """Each submission that beat the best score so far, oldest first: the steps of the chart.
     The running best is a window in the database, so only record-breaking rows travel."""
     field = score_field(board)
-    running = Max(field) if task.higher_is_better else Min(field)
+    running = (Max if task.direction.best_first_descending else Min)(field)
     records = (
         board_eligible(task=task, board=board)
         .annotate(best_so_far=Window(running, order_by=[F("created_at").asc(), F("id").asc()]))
@@ -548,6 +530,18 @@ def submissions_of(*, user: Any, task: Task | None = None) -> QuerySet[Submissio
     return submissions.filter(task=task) if task is not None else submissions
 
 
+NOT_YOURS = "No such submission of yours."
+
+
+def submission_get_own(*, user: Any, pk: int) -> Submission:
+    """One of ``user``'s submissions (a teammate's included); else ``Submission.DoesNotExist``
+    saying so."""
+    submission = submissions_of(user=user).filter(pk=pk).first()
+    if submission is None:
+        raise Submission.DoesNotExist(NOT_YOURS)
+    return submission
+
+
 @dataclass(frozen=True)
 class FinalChoice:
     """One task where the viewer chooses finals: their submissions that may be chosen."""
@@ -578,13 +572,6 @@ def final_choices(*, user: Any) -> list[FinalChoice]:
             )
         by_task[s.task_id].submissions.append(s)
     return list(by_task.values())
-
-
-def submission_queue_position(*, submission: Submission) -> int | None:
-    """1 for the next submission of its device class to start; None unless queued. Counted in
-    the database in the fair order the workers use (submissions/turns.py), which is the truth
-    even when Redis was lost and the queue is being rebuilt."""
-    return turns.queue_positions(submissions=[submission]).get(submission.pk)
 
 
 def task_device_notice(*, task: Task) -> str:

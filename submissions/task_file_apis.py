@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from submissions import selectors
-from submissions.apis import NOT_FOUND, _visible_task
+from submissions.apis import NOT_FOUND
 from submissions.task_file_models import TaskFile
 
 
@@ -40,7 +40,7 @@ class TaskFileListApi(APIView):
 
     @extend_schema(responses={200: TaskFileSerializer(many=True), 404: NOT_FOUND})
     def get(self, request: Request, slug: str) -> Response:
-        task = _visible_task(slug, request.user)
+        task = selectors.task_get_visible(slug=slug, user=request.user)
         files = selectors.task_files_listed(task=task, user=request.user).select_related("task")
         return Response(TaskFileSerializer(files, many=True).data)
 
@@ -55,7 +55,7 @@ class TaskFileDownloadApi(APIView):
         }
     )
     def get(self, request: Request, slug: str, pk: int) -> FileResponse:
-        task = _visible_task(slug, request.user)
+        task = selectors.task_get_visible(slug=slug, user=request.user)
         task_file = selectors.task_files_listed(task=task, user=request.user).filter(pk=pk).first()
         if task_file is None:
             raise Http404("No such file on this task.")

@@ -32,7 +32,7 @@ def evaluation_facts(task: Task) -> list[tuple[str, str]]:
     """(label, value) pairs for the evaluation tab, from the task's spec and timing protocol."""
     spec, timing = task.spec(), task.timing_protocol()
     max_ir, max_opset = runtime_limits()
-    direction = "higher" if task.higher_is_better else "lower"
+    direction = task.direction.word
     device = task.device_class
     total = f", {task.submissions_total} in total" if task.submissions_total is not None else ""
     return [

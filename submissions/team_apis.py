@@ -4,8 +4,6 @@ public, as on the board; invite codes go only to the member who makes them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -16,9 +14,8 @@ from rest_framework.views import APIView
 
 from submissions import selectors
 from submissions.apis import NOT_FOUND
-from submissions.models import Task, Team
+from submissions.models import Team
 from submissions.teams import (
-    TeamRefused,
     team_create,
     team_invite_create,
     team_join,
@@ -58,17 +55,6 @@ class JoinSerializer(serializers.Serializer):
     code = serializers.CharField(max_length=32)
 
 
-def _refused(exc: TeamRefused) -> Response:
-    return Response({"detail": exc.message}, status=status.HTTP_409_CONFLICT)
-
-
-def _task(slug: str, user: Any) -> Task:
-    try:
-        return selectors.task_get_visible(slug=slug, user=user)
-    except Task.DoesNotExist as exc:
-        raise Http404(f"No task '{slug}'.") from exc
-
-
 def _team(pk: int) -> Team:
     team = Team.objects.select_related("task", "created_by").filter(pk=pk).first()
     if team is None or team.task.is_hidden:
@@ -83,7 +69,8 @@ class MyTeamApi(APIView):
 
     @extend_schema(operation_id="tasks_team_get", responses={200: TeamSerializer, 404: NOT_FOUND})
     def get(self, request: Request, slug: str) -> Response:
-        team = selectors.team_of(user=request.user, task=_task(slug, request.user))
+        task = selectors.task_get_visible(slug=slug, user=request.user)
+        team = selectors.team_of(user=request.user, task=task)
         if team is None:
             raise Http404("You enter this task alone.")
         return Response(TeamSerializer(team).data)
@@ -96,12 +83,8 @@ class MyTeamApi(APIView):
     def post(self, request: Request, slug: str) -> Response:
         form = TeamCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        try:
-            team = team_create(
-                user=request.user, task=_task(slug, request.user), name=form.validated_data["name"]
-            )
-        except TeamRefused as exc:
-            return _refused(exc)
+        task = selectors.task_get_visible(slug=slug, user=request.user)
+        team = team_create(user=request.user, task=task, name=form.validated_data["name"])
         return Response(TeamSerializer(team).data, status=status.HTTP_201_CREATED)
 
 
@@ -122,10 +105,7 @@ class TeamInviteApi(APIView):
         request=None, responses={201: InviteSerializer, 404: NOT_FOUND, 409: TEAM_REFUSED}
     )
     def post(self, request: Request, pk: int) -> Response:
-        try:
-            invite = team_invite_create(user=request.user, team=_team(pk))
-        except TeamRefused as exc:
-            return _refused(exc)
+        invite = team_invite_create(user=request.user, team=_team(pk))
         return Response(InviteSerializer(invite).data, status=status.HTTP_201_CREATED)
 
 
@@ -140,10 +120,7 @@ class TeamJoinApi(APIView):
     def post(self, request: Request) -> Response:
         form = JoinSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        try:
-            team = team_join(user=request.user, code=form.validated_data["code"])
-        except TeamRefused as exc:
-            return _refused(exc)
+        team = team_join(user=request.user, code=form.validated_data["code"])
         return Response(TeamSerializer(team).data)
 
 
@@ -152,10 +129,7 @@ class TeamLeaveApi(APIView):
 
     @extend_schema(request=None, responses={204: None, 404: NOT_FOUND, 409: TEAM_REFUSED})
     def post(self, request: Request, pk: int) -> Response:
-        try:
-            team_leave(user=request.user, team=_team(pk))
-        except TeamRefused as exc:
-            return _refused(exc)
+        team_leave(user=request.user, team=_team(pk))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -166,8 +140,5 @@ class TeamMemberRemoveApi(APIView):
 
     @extend_schema(request=None, responses={204: None, 404: NOT_FOUND, 409: TEAM_REFUSED})
     def delete(self, request: Request, pk: int, user_id: int) -> Response:
-        try:
-            team_member_remove(user=request.user, team=_team(pk), member_id=user_id)
-        except TeamRefused as exc:
-            return _refused(exc)
+        team_member_remove(user=request.user, team=_team(pk), member_id=user_id)
         return Response(status=status.HTTP_204_NO_CONTENT)

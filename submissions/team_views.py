@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
+from portal.refusal_responses import attempt
 from submissions import selectors
 from submissions.models import Task, Team, TeamInvite
 from submissions.teams import (
@@ -18,13 +19,14 @@ from submissions.teams import (
     team_leave,
     team_member_remove,
 )
+from submissions.views import visible_task
 
 
-def _task(request: HttpRequest, slug: str) -> Task:
-    try:
-        return selectors.task_get_visible(slug=slug, user=request.user)
-    except Task.DoesNotExist as exc:
-        raise Http404(f"No task '{slug}'.") from exc
+def _member_id(request: HttpRequest) -> int:
+    member = request.POST.get("member", "")
+    if not member.isdigit():
+        raise TeamRefused("That request was not understood.")
+    return int(member)
 
 
 def _act(request: HttpRequest, task: Task, team: Team | None) -> TeamInvite | None:
@@ -39,19 +41,17 @@ def _act(request: HttpRequest, task: Task, team: Team | None) -> TeamInvite | No
     elif action == "leave":
         team_leave(user=request.user, team=team)
     elif action == "remove":
-        team_member_remove(user=request.user, team=team, member_id=int(request.POST["member"]))
+        team_member_remove(user=request.user, team=team, member_id=_member_id(request))
     return None
 
 
 @login_required
 def my_team(request: HttpRequest, slug: str) -> HttpResponse:
-    task = _task(request, slug)
+    task = visible_task(request, slug)
     invite = None
     if request.method == "POST":
-        try:
-            invite = _act(request, task, selectors.team_of(user=request.user, task=task))
-        except (TeamRefused, ValueError, KeyError) as exc:
-            messages.error(request, getattr(exc, "message", "That request was not understood."))
+        team = selectors.team_of(user=request.user, task=task)
+        invite = attempt(request, lambda: _act(request, task, team))
         if invite is None:
             return redirect("task-team", slug=slug)
     team = selectors.team_of(user=request.user, task=task)
@@ -78,11 +78,8 @@ def team_join_view(request: HttpRequest, code: str) -> HttpResponse:
     if invite is None or invite.team.task.is_hidden:
         raise Http404("This invite code is unknown, or its team was disbanded.")
     if request.method == "POST":
-        try:
-            team = team_join(user=request.user, code=code)
-        except TeamRefused as exc:
-            messages.error(request, exc.message)
-        else:
+        team = attempt(request, lambda: team_join(user=request.user, code=code))
+        if team is not None:
             messages.success(request, f"You joined {team.name}.")
             return redirect("task-team", slug=team.task.slug)
     return render(request, "submissions/team_join.html", {"invite": invite})

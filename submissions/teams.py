@@ -22,16 +22,15 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from portal.refusals import Refused
 from submissions.leaderboard import leaderboard_entrants_changed
 from submissions.models import Submission, Task
 from submissions.quotas import DAY, WAITING, submissions_counted
 from submissions.team_models import Team, TeamInvite, TeamMembership
 
 
-class TeamRefused(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+class TeamRefused(Refused):
+    """A team workflow refused (no teams on the task, frozen, full, a spent invite), and why."""
 
 
 def _lock_users(user_ids: Iterable[int]) -> None:

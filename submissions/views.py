@@ -1,4 +1,5 @@
-"""Server-rendered pages. Thin: validate, call one service or selector, render."""
+"""Server-rendered pages. Thin: validate, call one service or selector, render. A refusal is
+shown by ``portal.refusal_responses.attempt``; a lookup that finds nothing is a 404 (``or_404``)."""
 
 from __future__ import annotations
 
@@ -11,28 +12,29 @@ from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import get_conditional_response
-from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from portal.ratelimit import refused_page
+from portal.refusal_responses import attempt, or_404
 from portal.throttles import upload_rate_hit
 from submissions import selectors
 from submissions.board_pages import board_etag, board_fragments
 from submissions.display import failure_advice, latency_chart, leaderboard_csv_rows, timing_facts
-from submissions.finals import SelectionRefused, final_selection_replace, submission_select
+from submissions.finals import final_selection_replace, submission_select
 from submissions.forms import FinalSelectionForm, LeaderboardQueryForm, UploadForm
 from submissions.markup import markdown_html
 from submissions.models import Submission, Task
 from submissions.quotas import quota_get
-from submissions.services import SubmissionRefused, submission_cancel, submission_create
+from submissions.services import submission_cancel, submission_create
 from submissions.task_pages import evaluation_facts, export_snippet, task_timeline
 
 
-def _visible_task(request: HttpRequest, slug: str) -> Task:
-    try:
-        return selectors.task_get_visible(slug=slug, user=request.user)
-    except Task.DoesNotExist as exc:
-        raise Http404("No such task.") from exc
+def visible_task(request: HttpRequest, slug: str) -> Task:
+    return or_404(lambda: selectors.task_get_visible(slug=slug, user=request.user))
+
+
+def _own_submission(request: HttpRequest, pk: int) -> Submission:
+    return or_404(lambda: selectors.submission_get_own(user=request.user, pk=pk))
 
 
 def task_list(request: HttpRequest) -> HttpResponse:
@@ -44,7 +46,7 @@ def task_list(request: HttpRequest) -> HttpResponse:
 
 
 def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    task = _visible_task(request, slug)
+    task = visible_task(request, slug)
     query = LeaderboardQueryForm(request.GET)
     boards = selectors.leaderboard_boards(task=task, user=request.user)
     board = query.value("board", "public")
@@ -104,7 +106,7 @@ def _task_tabs(request: HttpRequest, task: Task) -> dict[str, Any]:
 
 def task_file_download(request: HttpRequest, slug: str, pk: int) -> FileResponse:
     """A published file of a task, streamed from storage, to whoever may see the task."""
-    task = _visible_task(request, slug)
+    task = visible_task(request, slug)
     task_file = selectors.task_files_listed(task=task, user=request.user).filter(pk=pk).first()
     if task_file is None:
         raise Http404("No such file on this task.")
@@ -112,7 +114,7 @@ def task_file_download(request: HttpRequest, slug: str, pk: int) -> FileResponse
 
 
 def leaderboard_csv(request: HttpRequest, slug: str) -> HttpResponse:
-    task = _visible_task(request, slug)
+    task = visible_task(request, slug)
     refusal = selectors.leaderboard_refusal(task=task, user=request.user)
     if refusal:
         raise Http404(refusal)
@@ -150,7 +152,7 @@ def _upload_page(
 
 @login_required
 def task_upload(request: HttpRequest, slug: str) -> HttpResponse:
-    task = _visible_task(request, slug)
+    task = visible_task(request, slug)
     if request.method != "POST":
         return _upload_page(request, task, UploadForm())
     throttled = upload_rate_hit(user=request.user)  # before the body is read
@@ -158,25 +160,22 @@ def task_upload(request: HttpRequest, slug: str) -> HttpResponse:
         page = _upload_page(request, task, UploadForm(), refusal=throttled.message)
         return refused_page(page, throttled)
     form = UploadForm(request.POST, request.FILES)
-    if form.is_valid():
-        try:
-            submission = submission_create(
-                user=request.user,
-                task=task,
-                upload=form.cleaned_data["file"],
-                description=form.cleaned_data["description"],
-            )
-        except SubmissionRefused as exc:
-            message = exc.message
-            if exc.url:  # a duplicate: link to the first copy
-                message = format_html('{} <a href="{}">See it</a>.', exc.message, exc.url)
-            form.add_error("file" if exc.field == "file" else None, message)
-        else:
-            notice = selectors.task_device_notice(task=task)
-            if notice:
-                messages.info(request, notice)
-            return redirect(submission)
-    return _upload_page(request, task, form, status=400)
+    if not form.is_valid():
+        return _upload_page(request, task, form, status=400)
+    fields = form.cleaned_data
+    submission = attempt(
+        request,
+        lambda: submission_create(
+            user=request.user, task=task, upload=fields["file"], description=fields["description"]
+        ),
+        form=form,
+    )
+    if submission is None:
+        return _upload_page(request, task, form, status=400)
+    notice = selectors.task_device_notice(task=task)
+    if notice:
+        messages.info(request, notice)
+    return redirect(submission)
 
 
 @login_required
@@ -193,18 +192,17 @@ def submission_list(request: HttpRequest) -> HttpResponse:
 @require_POST
 def final_selection_view(request: HttpRequest, slug: str) -> HttpResponse:
     """The "My submissions" form: exactly the ticked submissions become the task's finals."""
-    task = _visible_task(request, slug)
+    task = visible_task(request, slug)
     form = FinalSelectionForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Tick the submissions to select, by their numbers.")
         return redirect("submission-list")
-    try:
-        final_selection_replace(
-            user=request.user, task=task, submission_ids=form.cleaned_data["final"]
-        )
-    except SelectionRefused as exc:
-        messages.error(request, exc.message)
-    else:
+    chosen = form.cleaned_data["final"]
+    finals = attempt(
+        request,
+        lambda: final_selection_replace(user=request.user, task=task, submission_ids=chosen),
+    )
+    if finals is not None:
         messages.success(request, f"Your finals for {task.title} are saved.")
     return redirect("submission-list")
 
@@ -214,12 +212,10 @@ def final_selection_view(request: HttpRequest, slug: str) -> HttpResponse:
 def submission_select_view(request: HttpRequest, pk: int) -> HttpResponse:
     """The submission page's checkbox: count this submission as a final, or not."""
     selected = request.POST.get("selected") == "on"
-    try:
-        submission = submission_select(user=request.user, submission_id=pk, selected=selected)
-    except Submission.DoesNotExist:
-        raise Http404("No such submission of yours.") from None
-    except SelectionRefused as exc:
-        messages.error(request, exc.message)
+    submission = attempt(
+        request, lambda: submission_select(user=request.user, submission_id=pk, selected=selected)
+    )
+    if submission is None:
         return redirect("submission-detail", pk=pk)
     word = "is now one of your finals" if submission.selected else "is not one of your finals"
     messages.success(request, f"Submission {pk} {word}.")
@@ -228,9 +224,7 @@ def submission_select_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    submission = selectors.submissions_of(user=request.user).filter(pk=pk).first()
-    if submission is None:
-        raise Http404("No such submission of yours.")
+    submission = _own_submission(request, pk)
     place = selectors.submission_queue_place(submission=submission)
     return render(
         request,
@@ -250,9 +244,7 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def submission_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
-    submission = selectors.submissions_of(user=request.user).filter(pk=pk).first()
-    if submission is None:
-        raise Http404("No such submission of yours.")
+    submission = _own_submission(request, pk)
     if submission_cancel(submission_id=pk, user=request.user):
         messages.success(
             request, f"Submission {pk} was cancelled; it does not count against your quota."

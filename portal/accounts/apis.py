@@ -19,7 +19,6 @@ from portal.accounts.api_serializers import (
 )
 from portal.accounts.selectors import api_tokens_of
 from portal.accounts.services import (
-    TokenLimitReached,
     api_token_create,
     api_token_revoke,
     login_attempt_begin,
@@ -58,10 +57,7 @@ class TokenObtainApi(APIView):
         if user is None:
             raise ValidationError({"non_field_errors": [BAD_CREDENTIALS]})
         login_attempt_succeeded(request=request, username=username)
-        try:
-            new = api_token_create(user=user, name=form.validated_data["name"])
-        except TokenLimitReached as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        new = api_token_create(user=user, name=form.validated_data["name"])
         return Response({"token": new.secret, **ApiTokenSerializer(new.token).data})
 
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from portal.accounts.models import ApiToken, NotificationPreference
 from portal.ratelimit import Refusal, client_ip, rate_limit_hit, rate_limit_undo
+from portal.refusals import Refused
 
 TOKEN_PREFIX = "oep_"
 MAX_ACTIVE_TOKENS = 20
@@ -21,8 +22,8 @@ MAX_ACTIVE_TOKENS = 20
 LAST_USED_PRECISION = timedelta(minutes=1)
 
 
-class TokenLimitReached(Exception):
-    pass
+class TokenLimitReached(Refused):
+    """The user holds the most active tokens allowed."""
 
 
 @dataclass(frozen=True)

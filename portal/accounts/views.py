@@ -22,12 +22,12 @@ from portal.accounts.forms import (
 from portal.accounts.selectors import api_tokens_of, notification_preference_of
 from portal.accounts.services import (
     NewToken,
-    TokenLimitReached,
     api_token_create,
     api_token_revoke,
     notification_preference_set,
 )
 from portal.ratelimit import client_ip, rate_limit_hit, refused_page
+from portal.refusal_responses import attempt
 
 
 class LoginView(auth_views.LoginView):
@@ -99,10 +99,9 @@ def token_create(request: HttpRequest) -> HttpResponse:
     form = TokenCreateForm(request.POST)
     if not form.is_valid():
         return _profile(request, form)
-    try:
-        new = api_token_create(user=request.user, name=form.cleaned_data["name"])
-    except TokenLimitReached as exc:
-        form.add_error(None, str(exc))
+    name = form.cleaned_data["name"]
+    new = attempt(request, lambda: api_token_create(user=request.user, name=name), form=form)
+    if new is None:
         return _profile(request, form)
     return _profile(request, TokenCreateForm(), new_token=new)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import template
 
-from submissions.display import format_latency, format_spread
+from submissions.board_cells import format_latency, format_spread
 
 register = template.Library()
 register.filter("latency", format_latency)

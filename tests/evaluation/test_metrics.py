@@ -19,9 +19,9 @@ from evaluation.metrics import (
     DEPTH_KEYS,
     FAMILIES,
     METRICS,
+    Direction,
     compute_family,
     get_metric,
-    is_better,
     metric_choices,
 )
 
@@ -299,10 +299,24 @@ def test_direction(key: str) -> None:
         ("abs_rel", 0.1, 0.2, True),
     ],
 )
-def test_is_better_is_strict_in_the_metric_direction(
+def test_a_score_beats_another_only_when_strictly_better_in_the_metric_direction(
     key: str, a: float, b: float, better: bool
 ) -> None:
-    assert is_better(key, a, b) is better
+    assert get_metric(key).direction.beats(a, b) is better
+
+
+@pytest.mark.parametrize("higher_is_better", [True, False])
+def test_sorting_by_rank_key_or_best_first_order_puts_the_beaten_after_the_better(
+    higher_is_better: bool,
+) -> None:
+    direction = Direction(higher_is_better)
+    scores = [0.3, 0.9, 0.1, 0.5, 0.5]
+    by_key = sorted(scores, key=direction.rank_key)
+    assert by_key == sorted(scores, reverse=direction.best_first_descending)
+    for i, better in enumerate(by_key):
+        for worse in by_key[i + 1 :]:
+            assert not direction.beats(worse, better)
+    assert direction.word == ("higher" if higher_is_better else "lower")
 
 
 def test_unknown_metric_names_the_valid_keys() -> None:

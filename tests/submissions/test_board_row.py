@@ -1,5 +1,7 @@
 """One row model for the board: the page, the CSV and the API read the same columns, and the
-private board shows the private metrics in all three (it used to show the public ones)."""
+private board shows the private metrics in all three (it used to show the public ones). The
+columns are defined once (``board_row.COLUMNS``): the API's fields, the CSV, the page's headers
+and cells and the sort fields all follow from them."""
 
 from __future__ import annotations
 
@@ -10,10 +12,15 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from rest_framework import serializers
 from rest_framework.test import APIClient
 
+from submissions import display
 from submissions.api_serializers import LeaderboardRowSerializer
-from submissions.board_row import COLUMNS
+from submissions.board_cells import decimals
+from submissions.board_row import COLUMNS, SORT_FIELDS, Column, PageCell
+from submissions.ranking import COMPOSITE, PRIMARY, Rule
+from submissions.selectors import leaderboard
 from tests.submissions.test_read_api import scored
 
 pytestmark = pytest.mark.django_db
@@ -68,3 +75,95 @@ def test_the_api_and_the_csv_carry_every_column_of_the_row_model(revealed: Any) 
         csv.reader(io.StringIO(Client().get("/tasks/digits/leaderboard.csv").content.decode()))
     )
     assert len(header) == len(keys) - 1 + len(PUBLIC)  # metrics: one column per metric
+
+
+def test_the_api_fields_are_the_columns_in_their_order_with_their_types_and_help() -> None:
+    fields = LeaderboardRowSerializer().fields
+    assert list(fields) == [c.key for c in COLUMNS]
+    for column in COLUMNS:
+        field = fields[column.key]
+        assert field.allow_null is column.null, column.key
+        assert (field.help_text or "") == column.help, column.key
+    assert isinstance(fields["final"], serializers.ChoiceField)
+    assert isinstance(fields["last_submitted_at"], serializers.DateTimeField)
+    assert isinstance(fields["metrics"], serializers.DictField)
+
+
+def test_the_sort_fields_are_the_sortable_page_columns(make_task: Any) -> None:
+    headers = display.board_columns(
+        task=make_task(), rule=Rule(kind=COMPOSITE), sort="rank", descending=False
+    )
+    assert [h.key for h in headers if h.key] == list(SORT_FIELDS)
+    places = [c.page.place for c in COLUMNS if c.page is not None]
+    assert len(places) == len(set(places)) == len(headers)
+    assert SORT_FIELDS["latency"] == "latency_p50_ms" and SORT_FIELDS["rank"] == "rank_key"
+
+
+def cells_of(html: str) -> list[list[str]]:
+    return [re.findall(r"<td[ >]", row) for row in re.findall(r"<tr [^>]*data-user.*?</tr>", html)]
+
+
+@pytest.mark.parametrize("kind", [PRIMARY, COMPOSITE])
+def test_every_row_has_one_cell_under_each_header_and_gaps_span_them_all(
+    revealed: Any, bob: Any, kind: str
+) -> None:
+    """The headers and the cells come from the same page cells: under a composite rule its
+    column stands right after the score in both (the header once sat after "Other metrics")."""
+    scored(revealed, bob, 0.5, latency_p50_ms=2.0)
+    rows = leaderboard(task=revealed)
+    rule = Rule(kind=kind)
+    headers = display.board_columns(task=revealed, rule=rule, sort="rank", descending=False)
+    html = display.leaderboard_rows_html(
+        task=revealed, rule=rule, rows=[(False, r) for r in rows] + [(True, rows[0])],
+        own_submission_id=None,
+    )  # fmt: skip
+    assert [len(cells) for cells in cells_of(html)] == [len(headers)] * 3
+    assert f'colspan="{len(headers)}"' in html
+    labels = [h.label for h in headers]
+    assert labels[2:4] == (
+        ["Top-1 accuracy ↑", "Composite ↓"]
+        if kind == COMPOSITE
+        else ["Top-1 accuracy ↑", "Other metrics"]
+    )
+
+
+ENERGY = Column(
+    "energy_j",
+    lambda row: row.score * 10,
+    float,
+    null=True,
+    help="Joules per batch.",
+    header="energy (J)",
+    page=PageCell(99, "Energy", decimals(1), "energy", "score", "num energy"),
+)
+
+
+def test_a_new_column_appears_in_the_api_the_csv_and_the_page(revealed: Any) -> None:
+    columns = (*COLUMNS, ENERGY)
+    row = leaderboard(task=revealed)[0]
+    rule = Rule()
+
+    class WithEnergy(LeaderboardRowSerializer):
+        pass
+
+    WithEnergy.columns = columns
+    assert WithEnergy(row).data["energy_j"] == pytest.approx(9.1)
+    assert WithEnergy().fields["energy_j"].help_text == "Joules per batch."
+
+    header, line = display.leaderboard_csv_rows(
+        task=revealed, rule=rule, rows=[row], columns=columns
+    )
+    assert header[-1] == "energy (J)" and line[-1] == pytest.approx(9.1)
+
+    headers = display.board_columns(
+        task=revealed, rule=rule, sort="energy", descending=True, columns=columns
+    )
+    assert (headers[-1].label, headers[-1].key, headers[-1].aria_sort) == (
+        "Energy",
+        "energy",
+        "descending",
+    )
+    html = display.leaderboard_rows_html(
+        task=revealed, rule=rule, rows=[(False, row)], own_submission_id=None, columns=columns
+    )
+    assert html.endswith('<td class="num energy">9.1</td></tr>')

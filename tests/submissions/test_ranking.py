@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from evaluation.metrics import Direction
 from submissions import ranking
 from submissions.ranking import Measures, Rule, judge, pareto_front, rule_errors
 
@@ -104,8 +105,8 @@ def test_latency_from_another_device_class_is_not_ranked_on_but_the_metric_still
 
 def test_the_pareto_front_keeps_only_entries_nothing_beats_on_both_speed_and_score() -> None:
     points = [(1.0, 0.70), (40.0, 0.95), (10.0, 0.80), (20.0, 0.75), (10.0, 0.60)]
-    assert pareto_front(points, higher_is_better=True) == [0, 2, 1]
-    assert pareto_front(points, higher_is_better=False) == [0, 4]  # lower is better: 0.60
+    assert pareto_front(points, direction=Direction(True)) == [0, 2, 1]
+    assert pareto_front(points, direction=Direction(False)) == [0, 4]  # lower is better: 0.60
 
 
 def test_unusable_rules_are_refused_with_what_to_change() -> None:

@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
+from django.db import transaction
 from django.test import Client
 
 from submissions import display
-from submissions.admin_services import leaderboard_top_retime, task_ranking_rule_set
-from submissions.leaderboard import leaderboard_differences
+from submissions.admin_services import leaderboard_top_retime
+from submissions.leaderboard import leaderboard_differences, leaderboard_rebuild
 from submissions.models import Submission
 from submissions.ranking_models import RankingRule
 from submissions.services import submission_rerun
@@ -55,6 +56,18 @@ def board(make_task: Any, alice: Any, bob: Any, operator: Any) -> dict[str, Any]
             task, operator, 0.80, is_baseline=True, **timed(10.0, parameters=10**4, flops=10**5)
         ),
     }
+
+
+def rule_set(*, task_id: int, **fields: Any) -> None:
+    """What saving the rule in the admin's Task page does (``TaskAdmin.save_related``, tested
+    below): the rule validated and saved, the boards re-ranked, in one transaction."""
+    with transaction.atomic():
+        rule = RankingRule.objects.filter(task_id=task_id).first() or RankingRule(task_id=task_id)
+        for name, value in fields.items():
+            setattr(rule, name, value)
+        rule.full_clean(exclude=["task"])
+        rule.save()
+        leaderboard_rebuild(task_id=task_id)
 
 
 def in_step() -> None:
@@ -98,7 +111,7 @@ def test_primary_metric_ranks_the_slow_strong_model_first_everywhere(board: Any)
 def test_a_latency_budget_ranks_the_fast_model_and_lists_the_slow_one_below_with_why(
     board: Any,
 ) -> None:
-    task_ranking_rule_set(
+    rule_set(
         task_id=board["task"].pk, kind="constrained", latency_percentile="p95", latency_budget_ms=20
     )
     in_step()
@@ -119,7 +132,7 @@ def test_a_latency_budget_ranks_the_fast_model_and_lists_the_slow_one_below_with
 def test_the_composite_ranks_by_the_hand_computed_score_relative_to_the_baseline(
     board: Any,
 ) -> None:
-    task_ranking_rule_set(
+    rule_set(
         task_id=board["task"].pk,
         kind="composite",
         weights={"latency": 0.7, "parameters": 0.15, "flops": 0.15},
@@ -141,7 +154,7 @@ def test_the_composite_ranks_by_the_hand_computed_score_relative_to_the_baseline
 def test_the_baseline_rerunning_unranks_everyone_until_it_is_back_and_stays_in_step(
     board: Any,
 ) -> None:
-    task_ranking_rule_set(
+    rule_set(
         task_id=board["task"].pk, kind="composite", weights={"latency": 1.0},
         baseline=board["baseline"],
     )  # fmt: skip
@@ -155,7 +168,7 @@ def test_the_baseline_rerunning_unranks_everyone_until_it_is_back_and_stays_in_s
 def test_a_new_result_under_a_rule_refreshes_only_its_owner_and_stays_in_step(
     board: Any, alice: Any
 ) -> None:
-    task_ranking_rule_set(task_id=board["task"].pk, kind="constrained", max_parameters=5_000)
+    rule_set(task_id=board["task"].pk, kind="constrained", max_parameters=5_000)
     scored(board["task"], alice, 0.99, **timed(2.0, parameters=10**7))  # over: not her best
     scored(board["task"], alice, 0.75, **timed(2.0, parameters=2_000))  # within: her entry
     in_step()
@@ -174,7 +187,7 @@ def test_an_entry_timed_on_another_device_class_is_marked_and_not_ranked_on_late
     page = Client().get(PAGE).content.decode()
     assert "on gpu" in page and "not ranked on latency" in page  # marked under the primary
     assert api_rows()[0]["user"] == "alice" and api_rows()[0]["timed_on_device_class"] == "gpu"
-    task_ranking_rule_set(task_id=board["task"].pk, kind="constrained", latency_budget_ms=100)
+    rule_set(task_id=board["task"].pk, kind="constrained", latency_budget_ms=100)
     in_step()
     alice_row = next(r for r in api_rows() if r["user"] == "alice")
     # her gpu-timed best is not ranked on a latency rule; her cpu-timed entry ranks instead
@@ -210,7 +223,7 @@ def test_the_score_versus_latency_chart_marks_the_pareto_front(board: Any) -> No
 
 def test_a_rule_that_cannot_work_is_refused_and_changes_nothing(board: Any) -> None:
     with pytest.raises(ValidationError, match="needs a baseline"):
-        task_ranking_rule_set(task_id=board["task"].pk, kind="composite", weights={"flops": 1})
+        rule_set(task_id=board["task"].pk, kind="composite", weights={"flops": 1})
     assert not RankingRule.objects.exists()
     assert [r["rank"] for r in api_rows()] == [1, 2, 3]
 
@@ -233,7 +246,7 @@ def test_saving_the_rule_in_the_admin_re_ranks_the_board(board: Any, operator: A
 
 
 def test_the_operator_re_times_the_top_ranked_entries_at_re_run_priority(board: Any) -> None:
-    task_ranking_rule_set(task_id=board["task"].pk, kind="constrained", latency_budget_ms=20)
+    rule_set(task_id=board["task"].pk, kind="constrained", latency_budget_ms=20)
     retimed = leaderboard_top_retime(task_id=board["task"].pk, count=5)
     assert sorted(retimed) == sorted([board["baseline"].pk, board["fast"].pk])  # not bob
     queued = Submission.objects.filter(pk__in=retimed)

@@ -18,6 +18,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from portal.accounts.services import api_token_create
+from submissions.api_serializers import LeaderboardRowSerializer
 from submissions.models import Submission, Team
 from submissions.models import TeamInvite as TeamInviteModel
 from submissions.quotas import quota_get, team_id_of
@@ -80,8 +81,9 @@ def test_a_team_stands_on_the_board_as_one_row_under_its_name(
     assert names(team_task) == ["Lab A", "carol"]
     row = leaderboard(task=team_task)[0]
     assert row.team == "Lab A" and row.entries == 2 and row.score == 0.6
-    assert row.record()["team"] == "Lab A"
-    assert leaderboard(task=team_task)[1].record()["team"] == ""  # carol alone: no team
+    assert LeaderboardRowSerializer(row).data["team"] == "Lab A"
+    carol_alone = leaderboard(task=team_task)[1]
+    assert LeaderboardRowSerializer(carol_alone).data["team"] == ""  # carol alone: no team
     assert_in_step(team_task)
 
 
@@ -232,7 +234,7 @@ def test_members_see_the_teams_submissions_and_nobody_else_does(
 def test_a_solo_participant_is_shown_and_counted_as_before(team_task: Any, alice: Any) -> None:
     scored(team_task, alice, 0.3)
     assert names(team_task) == ["alice"]
-    assert leaderboard(task=team_task)[0].record()["team"] == ""
+    assert LeaderboardRowSerializer(leaderboard(task=team_task)[0]).data["team"] == ""
     assert quota_get(user=alice, task=team_task).team == ""
     assert not Team.objects.exists()
 
