@@ -14,8 +14,7 @@ whose task moved to another device class is sent to that class's queue instead o
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from redis import Redis
 from rq import Queue
@@ -24,7 +23,6 @@ from rq.job import Job
 
 from evaluation.queues import queue_name
 from submissions import services
-from submissions.compiled import CompiledRead
 from submissions.models import Submission
 from submissions.turns import next_candidates
 
@@ -65,19 +63,10 @@ def _send_to_its_class(job: Job, queue: Queue, submission_id: int, job_id: str) 
         services.submission_enqueue(submission_id=submission_id)
 
 
-def _submission_row_orm(values: Mapping[str, Any], shape: Hashable) -> Any:
-    rows = Submission.objects.filter(pk=values["id"])
-    return rows.values_list("status", "job_id", "task__device_class__slug").first()
-
-
-# The same read on every dequeue: compiled once per process (submissions/compiled.py).
-_SUBMISSION_ROW = CompiledRead(_submission_row_orm, sentinels={"id": -918_273_646})
-
-
 def _submission_row(submission_id: int) -> tuple[str, str, str] | None:
     """The popped job's submission: status, job id, its task's device class (or None)."""
-    rows = _SUBMISSION_ROW.rows({"id": submission_id})
-    return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+    rows = Submission.objects.filter(pk=submission_id)
+    return rows.values_list("status", "job_id", "task__device_class__slug").first()
 
 
 def _others_waiting(connection: Redis, queues: dict[str, Queue]) -> bool:

@@ -348,19 +348,12 @@ def save_handed_result(claim: Claim, result: EvalResult) -> bool:
         result=result,
         dataset_version_id=claim.submission.task.current_dataset_id,
         drain=False,  # the worker refreshes the boards after the horse (EvaluationWorker)
-        started=claim.submission,
     )
 
 
 def prepare_before_fork() -> None:
-    """In a worker, at start: compile the job's first read (``services.JOB_START_READ``), which
-    the worker's claim runs (``Claim``), and a horse whose worker could not claim inherits; and
-    set up onnxruntime for the horses (``warm_onnxruntime``). Not fatal: each is done again at
-    its first use."""
-    try:
-        services.JOB_START_READ.prepare()
-    except Exception as exc:
-        log.warning("could not compile the job's first read ahead of the horses: %s", exc)
+    """In a worker, at start: set up onnxruntime for the horses (``warm_onnxruntime``). Not
+    fatal: it is done again at its first use."""
     try:
         warm_onnxruntime()
     except Exception as exc:
@@ -452,7 +445,6 @@ def _evaluate_and_save(submission_id: int) -> str:
         result=result,
         dataset_version_id=submission.task.current_dataset_id,
         drain=False,  # the worker refreshes the board after the horse (or evaluate_submission)
-        started=submission,
     )
     return "succeeded"
 

@@ -36,7 +36,7 @@ class Webhook(models.Model):
         return self.active and bool(getattr(self, f"on_{status}", False))
 
 
-ONE_PER_RUN = "one_notification_per_submission_run"  # the conflict a notification insert skips
+ONE_PER_RUN = "one_notification_per_submission_run"  # at most one notification per run
 
 
 class Notification(models.Model):

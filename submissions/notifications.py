@@ -18,14 +18,11 @@ The path of one notification:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any, cast
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import IntegrityError, connection, transaction
-from django.db.models import UniqueConstraint
+from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 from redis.exceptions import RedisError
@@ -36,7 +33,7 @@ from rq.job import Job, JobStatus
 from evaluation.queues import enqueue_in_one_round_trip, queue_redis
 from portal.accounts.selectors import notification_preference_of
 from submissions.models import Submission
-from submissions.notification_models import ONE_PER_RUN, Notification, Webhook
+from submissions.notification_models import Notification, Webhook
 
 log = logging.getLogger(__name__)
 # A job in one of these states will run (again): enqueuing its notification once more is waste.
@@ -49,63 +46,18 @@ def notification_record(
 ) -> Notification | None:
     """Call inside the transaction that made ``submission_id`` final (its row is locked by that
     UPDATE), with its new ``status`` and its ``run`` when the caller has read them. Returns the
-    new Notification, or None when this run already has one."""
+    new Notification, or None when this run already has one (the one-per-run constraint:
+    ``get_or_create`` inserts in a savepoint, so the caller's transaction carries on)."""
     if status is None or run is None:
         submission = Submission.objects.values("status", "runs").get(pk=submission_id)
         status, run = submission["status"], submission["runs"]
-    notification = Notification(submission_id=submission_id, run=run, status=status)
-    # Inserted without looking first: one exists only if the run was made final twice.
-    if connection.features.can_return_rows_from_bulk_insert:  # PostgreSQL, SQLite 3.35+
-        notification.pk = _insert_unless_recorded(notification)
-        if notification.pk is None:
-            return None
-        notification._state.adding, notification._state.db = False, connection.alias
-    else:  # the unique constraint refuses it, in a savepoint so the transaction carries on
-        try:
-            with transaction.atomic():
-                notification.save(force_insert=True)
-        except IntegrityError:
-            return None
-    notification_enqueue_after_commit(notification.pk)
-    return notification
-
-
-def notification_enqueue_after_commit(notification_id: int) -> None:
-    """The delivery job of a notification just recorded, once its transaction has committed (at
-    once outside one)."""
-    transaction.on_commit(lambda: _enqueue_logging_redis_errors(notification_id))
-
-
-def one_per_run_fields() -> list[Any]:
-    """The fields of the one-notification-per-run constraint: the conflict an insert skips."""
-    meta = Notification._meta
-    (one_per_run,) = [c for c in meta.constraints if c.name == ONE_PER_RUN]
-    return [meta.get_field(name) for name in cast(UniqueConstraint, one_per_run).fields]
-
-
-def _insert_unless_recorded(notification: Notification) -> int | None:
-    """The row's new id, or None when its run has one: one ``INSERT … ON CONFLICT DO NOTHING
-    RETURNING`` where a savepoint around a plain INSERT took three round trips (SAVEPOINT,
-    INSERT, RELEASE) in the transaction that holds the submission's row lock."""
-    meta = Notification._meta
-    fields = [f for f in meta.concrete_fields if not f.primary_key]
-    unique = one_per_run_fields()
-
-    def names(of: Iterable[Any]) -> str:
-        return ", ".join(connection.ops.quote_name(str(f.column)) for f in of)
-
-    sql = "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING RETURNING {}".format(
-        connection.ops.quote_name(meta.db_table),
-        names(fields),
-        ", ".join(["%s"] * len(fields)),
-        names(unique),
-        names([meta.pk]),
+    notification, created = Notification.objects.get_or_create(
+        submission_id=submission_id, run=run, defaults={"status": status}
     )
-    params = [f.get_db_prep_save(f.pre_save(notification, add=True), connection) for f in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    return None if row is None else row[0]
+    if not created:
+        return None
+    transaction.on_commit(lambda: _enqueue_logging_redis_errors(notification.pk))
+    return notification
 
 
 def _enqueue_logging_redis_errors(notification_id: int) -> None:

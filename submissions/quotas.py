@@ -17,33 +17,23 @@ holds a waiting place nor counts against the queued-at-once limit.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, cast
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
 from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
-from submissions.compiled import CompiledRead
 from submissions.models import Submission, Task, Team, TeamMembership
 
 DAY = timedelta(days=1)
 TeamId = int | Literal["look up"] | None  # "look up": the caller has not looked it up
 
 
-def _team_id_orm(values: Mapping[str, Any], shape: Hashable) -> Any:
-    memberships = TeamMembership.objects.filter(task_id=values["task"], user_id=values["user"])
-    return memberships.values("team_id").first()
-
-
-# Read on every upload and quota page: compiled once per process (submissions/compiled.py).
-_TEAM_ID = CompiledRead(_team_id_orm, sentinels={"user": -918_273_644, "task": -918_273_645})
-
-
 def team_id_of(*, user: Any, task: Task) -> int | None:
     """The id of ``user``'s team on ``task``; None: they enter alone."""
-    team_id: int | None = _TEAM_ID({"user": _pk(user), "task": _pk(task)}).get("team_id")
+    memberships = TeamMembership.objects.filter(task_id=_pk(task), user_id=_pk(user))
+    team_id: int | None = memberships.values_list("team_id", flat=True).first()
     return team_id
 
 
@@ -149,45 +139,6 @@ def quota_and_duplicate(
     return _quota(task, team_id, counts), counts["duplicate"]
 
 
-def _counts_orm(values: Mapping[str, Any], shape: Hashable) -> dict[str, Any]:
-    """The read of ``_counts`` through the ORM. ``shape``: (in a team, with the duplicate)."""
-    in_team, with_duplicate = cast(tuple[bool, bool], shape)
-    if in_team:
-        entrant = Submission.objects.filter(team_id=values["team"])
-    else:
-        entrant = Submission.objects.filter(
-            user_id=values["user"], task_id=values["task"], team__isnull=True
-        )
-    more = {}
-    if with_duplicate:  # the entrant's first counted submission of this file
-        more["duplicate"] = Min("id", filter=COUNTED & Q(sha256=values["sha256"]))
-    recent = COUNTED & Q(created_at__gte=values["since"])
-    return entrant.aggregate(
-        total=Count("id", filter=COUNTED & ~WAITING),
-        today=Count("id", filter=recent & ~WAITING),
-        waiting=Count("id", filter=COUNTED & WAITING),
-        waiting_today=Count("id", filter=recent & WAITING),
-        oldest_today=Min("created_at", filter=recent),
-        active=Count("id", filter=ACTIVE),
-        **more,
-    )
-
-
-# Compiled once per process and shape (submissions/compiled.py): Django's compilation of these
-# seven filtered aggregates was a third of an upload's CPU (12 ms of 37 on the 2-core box).
-_COUNTS = CompiledRead(
-    _counts_orm,
-    sentinels={
-        "user": -918_273_641,
-        "task": -918_273_642,
-        "team": -918_273_643,
-        "since": datetime(1901, 2, 3, 4, 5, 6, 789_012, tzinfo=UTC),
-        "sha256": "sentinel: not a sha256",
-    },
-    fields={"oldest_today": Submission._meta.get_field("created_at")},
-)
-
-
 def _counts(
     *,
     user: Any,
@@ -199,14 +150,20 @@ def _counts(
     """One read of the entrant's submissions: the counts over those a quota looks at
     (``COUNTED``, as filters), the ones queued or running for the upload's queued limit, and
     with ``sha256`` the entrant's first counted submission of that file (``duplicate``)."""
-    values = {
-        "user": _pk(user),
-        "task": _pk(task),
-        "team": team_id,
-        "since": (now or timezone.now()) - DAY,
-        "sha256": sha256,
-    }
-    return _COUNTS(values, shape=(team_id is not None, sha256 is not None))
+    entrant = entrant_submissions(user=user, task=task, team_id=team_id)
+    more = {}
+    if sha256 is not None:  # the entrant's first counted submission of this file
+        more["duplicate"] = Min("id", filter=COUNTED & Q(sha256=sha256))
+    recent = COUNTED & Q(created_at__gte=(now or timezone.now()) - DAY)
+    return entrant.aggregate(
+        total=Count("id", filter=COUNTED & ~WAITING),
+        today=Count("id", filter=recent & ~WAITING),
+        waiting=Count("id", filter=COUNTED & WAITING),
+        waiting_today=Count("id", filter=recent & WAITING),
+        oldest_today=Min("created_at", filter=recent),
+        active=Count("id", filter=ACTIVE),
+        **more,
+    )
 
 
 def _quota(task: Task, team_id: int | None, counts: dict[str, Any]) -> Quota:

@@ -28,7 +28,6 @@ from django.db.models.functions import Coalesce, NullIf, RowNumber
 from evaluation import queues
 from submissions import ranking, turns
 from submissions.board_row import BOARD_PRIVATE, BOARD_PUBLIC, SORT_FIELDS, LeaderboardRow
-from submissions.compiled import CompiledObject
 from submissions.leaderboard_models import LeaderboardEntry, LeaderboardRecord, entrant_key
 from submissions.models import Submission, Task, TaskQuerySet
 from submissions.ranking_models import submission_measures, task_rule
@@ -59,23 +58,12 @@ def task_get_visible(*, slug: str, user: Any) -> Task:
     return task
 
 
-def _task_for_upload(staff: bool) -> CompiledObject:
-    tasks = _visible_to(Task.objects.select_related("device_class"), staff=staff)
-    return CompiledObject(
-        lambda values: tasks.filter(slug=values["slug"]), sentinels={"slug": "-compiled-task-slug-"}
-    )
-
-
-# By whether the user is staff (who also sees hidden tasks): one statement each.
-_TASK_FOR_UPLOAD = {staff: _task_for_upload(staff) for staff in (False, True)}
-
-
 def task_get_for_upload(*, slug: str, user: Any) -> Task:
-    """``task_get_visible`` without the current dataset, which an upload never reads: its join
-    and instance were half the read's CPU. The device class stays: the model's inspection asks
-    whether the task needs a GPU, the notice names the class. Compiled once per process
-    (``CompiledObject``, 39 columns), as the uploader's lock is (``services._USER_LOCK``)."""
-    task = _TASK_FOR_UPLOAD[_is_staff(user)]({"slug": slug})
+    """``task_get_visible`` without the current dataset, which an upload never reads. The device
+    class stays: the model's inspection asks whether the task needs a GPU, the notice names the
+    class."""
+    tasks = _visible_to(Task.objects.select_related("device_class"), staff=_is_staff(user))
+    task = tasks.filter(slug=slug).first()
     if task is None:
         raise Task.DoesNotExist(f"no task {slug!r} visible to this user")
     return task

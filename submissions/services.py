@@ -15,18 +15,17 @@ import os
 import re
 import tempfile
 import uuid
-from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.files import File
 from django.core.files.storage import FileSystemStorage
 from django.core.files.uploadedfile import UploadedFile
-from django.db import connection, transaction
-from django.db.models import F, Field, Value
+from django.db import transaction
+from django.db.models import F, Value
 from django.db.models.functions import Concat, Right
 from django.utils import timezone
 from redis.exceptions import RedisError
@@ -39,21 +38,14 @@ from evaluation.queues import class_queue, enqueue_in_one_round_trip, evaluation
 from evaluation.runner import EvalResult
 from evaluation.timing import TimingProtocol
 from portal.refusals import Refused
-from submissions.compiled import CompiledObject, CompiledRead
 from submissions.dataset_cache import cached_copy
 from submissions.leaderboard import (
     leaderboard_drain,
     leaderboard_result_pending,
     leaderboard_submissions_changed,
 )
-from submissions.leaderboard_models import LeaderboardPending
 from submissions.models import DatasetVersion, Submission, Task, Team
-from submissions.notification_models import Notification
-from submissions.notifications import (
-    notification_enqueue_after_commit,
-    notification_record,
-    one_per_run_fields,
-)
+from submissions.notifications import notification_record
 from submissions.quotas import quota_and_duplicate, team_id_of
 from submissions.turns import RERUN_PRIORITY
 
@@ -169,16 +161,6 @@ def submission_create(
             path.unlink(missing_ok=True)
 
 
-def _user_lock_orm(values: Mapping[str, Any], shape: Hashable) -> Any:
-    users = get_user_model().objects.select_for_update(no_key=True).filter(pk=values["user"])
-    return users.values("pk").first()
-
-
-# The uploader's row, locked for the upload's transaction: compiled once per process; the lock
-# needs no instance, which Django compiled the user's columns for and built on every upload.
-_USER_LOCK = CompiledRead(_user_lock_orm, sentinels={"user": -918_273_639})
-
-
 def _store_and_enqueue(
     *, user: Any, task: Task, path: Path, name: str, info: ModelInfo, description: str
 ) -> Submission:
@@ -189,7 +171,8 @@ def _store_and_enqueue(
             # Serialises this user's uploads. NO KEY UPDATE, not UPDATE: a worker writing a
             # leaderboard row for this user takes KEY SHARE on it (the foreign key) while it
             # holds the task's lock, which this insert needs too; FOR UPDATE would deadlock.
-            if not _USER_LOCK({"user": user.pk}):
+            users = get_user_model().objects.select_for_update(no_key=True).filter(pk=user.pk)
+            if not users.values("pk").first():
                 raise get_user_model().DoesNotExist(f"user {user.pk} is gone")
             # A member's uploads share the team's quota: lock the team too (after the user, as
             # every membership change does), so parallel uploads by members count one by one.
@@ -311,61 +294,22 @@ def submission_enqueue(*, submission_id: int) -> None:
 
 # What a job reads with its submission: the task's spec needs the device class (requires_gpu).
 JOB_START_RELATED = ("task__current_dataset", "task__device_class")
-# A job's submission with its task: compiled by the evaluation worker before it forks its horses
-# (``CompiledObject.prepare``), which inherit the SQL instead of each compiling it again.
-JOB_START_READ = CompiledObject(
-    lambda values: Submission.objects.select_related(*JOB_START_RELATED).filter(pk=values["id"]),
-    sentinels={"id": -918_273_640},
-)
 
 
 def submission_start(*, submission_id: int, worker_name: str) -> Submission | None:
-    """queued → running. None when the submission is no longer queued (cancelled, already done)."""
-    if not _claim(submission_id, worker_name):
+    """queued → running, one more attempt. None when the submission is no longer queued
+    (cancelled, already taken by a duplicate job, done): only one job can move it."""
+    claimed = Submission.objects.filter(pk=submission_id, status=Status.QUEUED).update(
+        status=Status.RUNNING,
+        started_at=timezone.now(),
+        worker_name=worker_name,
+        progress=0.0,
+        attempts=F("attempts") + 1,
+    )
+    if not claimed:
         return None
-    return JOB_START_READ({"id": submission_id})  # None only if deleted meanwhile: skipped
-
-
-_CLAIM_SQL: dict[str, str] = {}  # by database vendor
-
-
-def _field(model: Any, name: str) -> Field[Any, Any]:
-    return cast("Field[Any, Any]", model._meta.get_field(name))
-
-
-def _column(model: Any, name: str) -> str:
-    """``model``'s column for the field ``name``, quoted for this connection's database."""
-    return connection.ops.quote_name(str(_field(model, name).column))
-
-
-def _claim(submission_id: int, worker_name: str) -> bool:
-    """The claim's one UPDATE (queued → running, one more attempt), its SQL written once per
-    process from the model's columns and each value prepared by its field: the ORM compiled it
-    on every job, at several times the statement's own CPU."""
-    sql = _CLAIM_SQL.get(connection.vendor)
-    if sql is None:
-        column = {
-            name: _column(Submission, name)
-            for name in ("id", "status", "started_at", "worker_name", "progress", "attempts")
-        }
-        sql = _CLAIM_SQL[connection.vendor] = (
-            f"UPDATE {connection.ops.quote_name(Submission._meta.db_table)} "
-            f"SET {column['status']} = %s, "
-            f"{column['started_at']} = %s, {column['worker_name']} = %s, "
-            f"{column['progress']} = %s, {column['attempts']} = {column['attempts']} + 1 "
-            f"WHERE {column['id']} = %s AND {column['status']} = %s"
-        )
-    params = [
-        Status.RUNNING.value,
-        _field(Submission, "started_at").get_db_prep_save(timezone.now(), connection),
-        worker_name,
-        0.0,
-        submission_id,
-        Status.QUEUED.value,
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount > 0
+    submissions = Submission.objects.select_related(*JOB_START_RELATED)
+    return submissions.filter(pk=submission_id).first()  # None only if deleted meanwhile
 
 
 def submission_set_progress(*, submission_id: int, progress: float) -> None:
@@ -380,26 +324,24 @@ def submission_succeed(
     result: EvalResult,
     dataset_version_id: int | None = None,
     drain: bool = True,
-    started: Submission | None = None,
 ) -> bool:
     """running → succeeded with the result, its board refresh owed and its notification
-    recorded, atomically; a second call changes nothing. On PostgreSQL one statement
-    (``_succeed_in_one_statement``); elsewhere a transaction, in which ``started``, the row as
-    ``submission_start`` gave it to the job, spares a read of its task and run (which only a
-    re-run of a final submission changes). ``dataset_version_id``: the version the job loaded
-    (None: the task had none), which decides whether the result is on the board. The
-    leaderboard's read models follow right after the commit, in a transaction of their own
-    (``leaderboard.leaderboard_drain``): the score is the submitter's to see without waiting for
-    the board. ``drain=False`` leaves that refresh to the caller (a work horse in a burst:
-    ``evaluation.jobs``)."""
+    recorded, in one transaction; a second call changes nothing. ``dataset_version_id``: the
+    version the job loaded (None: the task had none), which decides whether the result is on the
+    board. The leaderboard's read models follow right after the commit, in a transaction of their
+    own (``leaderboard.leaderboard_drain``): the score is the submitter's to see without waiting
+    for the board. ``drain=False`` leaves that refresh to the caller (the evaluation worker
+    refreshes the boards after each job: ``evaluation.jobs.refresh_boards``)."""
     values = _success_values(result, dataset_version_id)
-    if connection.vendor == "postgresql":
-        task_id = _succeed_in_one_statement(submission_id, values)
-    else:
-        task_id = _succeed_in_a_transaction(submission_id, values, started)
-    if task_id is not None and drain:
+    with transaction.atomic():
+        if not Submission.objects.filter(pk=submission_id, status=Status.RUNNING).update(**values):
+            return False
+        task_id, run = Submission.objects.values_list("task_id", "runs").get(pk=submission_id)
+        leaderboard_result_pending(task_id=task_id, submission_id=submission_id)
+        notification_record(submission_id=submission_id, status=Status.SUCCEEDED, run=run)
+    if drain:
         leaderboard_drain(task_id=task_id)
-    return task_id is not None
+    return True
 
 
 def _success_values(result: EvalResult, dataset_version_id: int | None) -> dict[str, Any]:
@@ -432,107 +374,6 @@ def _success_values(result: EvalResult, dataset_version_id: int | None) -> dict[
         "batch_latencies_ms": result.batch_latencies_ms,
         **(Submission.static_cost_columns(result.costs) if result.costs is not None else {}),
     }
-
-
-def _succeed_in_a_transaction(
-    submission_id: int, values: Mapping[str, Any], started: Submission | None
-) -> int | None:
-    """``submission_succeed`` through the ORM, where PostgreSQL's one statement is not to be
-    had (SQLite). The task's id, or None when the submission was not running."""
-    with transaction.atomic():
-        if not Submission.objects.filter(pk=submission_id, status=Status.RUNNING).update(**values):
-            return None
-        if started is not None and started.pk == submission_id:
-            task_id, run = started.task_id, started.runs
-        else:
-            task_id, run = Submission.objects.values_list("task_id", "runs").get(pk=submission_id)
-        leaderboard_result_pending(task_id=task_id, submission_id=submission_id)
-        notification_record(submission_id=submission_id, status=Status.SUCCEEDED, run=run)
-    return int(task_id)
-
-
-@dataclass(frozen=True)
-class _SuccessStatement:
-    sql: str
-    sets: tuple[Field[Any, Any], ...]  # the UPDATE's, in the order of their parameters
-    note_fields: tuple[Field[Any, Any], ...]  # the notification's columns given as parameters
-
-
-_SUCCESS_STATEMENTS: dict[tuple[str, ...], _SuccessStatement] = {}  # by the columns written
-
-
-def _success_statement(names: tuple[str, ...]) -> _SuccessStatement:
-    """``_succeed_in_one_statement``'s SQL for the columns ``names``, written once per process."""
-    statement = _SUCCESS_STATEMENTS.get(names)
-    if statement is not None:
-        return statement
-    quote = connection.ops.quote_name
-    sets = tuple(_field(Submission, name) for name in names)
-    note_columns, note_values, note_fields = [], [], []
-    for field in Notification._meta.concrete_fields:
-        if field.primary_key:
-            continue
-        note_columns.append(quote(str(field.column)))
-        if field.name == "submission":
-            note_values.append("done.id")
-        elif field.name == "run":
-            note_values.append("done.runs")
-        else:
-            note_values.append("%s")
-            note_fields.append(field)
-    conflict = ", ".join(quote(str(f.column)) for f in one_per_run_fields())
-    sql = f"""WITH done AS (
-    UPDATE {quote(Submission._meta.db_table)}
-    SET {", ".join(f"{quote(str(f.column))} = %s" for f in sets)}
-    WHERE {_column(Submission, "id")} = %s AND {_column(Submission, "status")} = %s
-    RETURNING {_column(Submission, "id")} AS id, {_column(Submission, "task")} AS task_id,
-        {_column(Submission, "runs")} AS runs
-), owed AS (
-    INSERT INTO {quote(LeaderboardPending._meta.db_table)} ({_column(LeaderboardPending, "task")},
-        {_column(LeaderboardPending, "submission")}, {_column(LeaderboardPending, "created_at")})
-    SELECT done.task_id, done.id, %s FROM done
-), recorded AS (
-    INSERT INTO {quote(Notification._meta.db_table)} ({", ".join(note_columns)})
-    SELECT {", ".join(note_values)} FROM done
-    ON CONFLICT ({conflict}) DO NOTHING
-    RETURNING {_column(Notification, "id")} AS id
-)
-SELECT done.task_id, (SELECT recorded.id FROM recorded) FROM done"""
-    statement = _SUCCESS_STATEMENTS[names] = _SuccessStatement(sql, sets, tuple(note_fields))
-    return statement
-
-
-def _succeed_in_one_statement(submission_id: int, values: Mapping[str, Any]) -> int | None:
-    """PostgreSQL: the success's UPDATE, its board's pending row (``LeaderboardPending``) and
-    its notification (at most one per run, ``notifications.notification_record``) in one
-    statement of data-modifying WITH queries, atomic on its own or in the caller's transaction.
-    One round trip where the transaction took five (BEGIN, the UPDATE, two INSERTs, COMMIT), and
-    no compilation of a 25-column UPDATE by the ORM per result: the SQL is written once per
-    process, and each value prepared by its field, as the ORM prepares it. The task's id, or
-    None when the submission was not running."""
-    statement = _success_statement(tuple(values))
-    params = [
-        f.get_db_prep_save(value, connection)
-        for f, value in zip(statement.sets, values.values(), strict=True)
-    ]
-    params += [submission_id, Status.RUNNING.value]
-    params.append(
-        _field(LeaderboardPending, "created_at").get_db_prep_save(timezone.now(), connection)
-    )
-    recorded = Notification(submission_id=submission_id, run=0, status=Status.SUCCEEDED)
-    params += [
-        f.get_db_prep_save(f.pre_save(recorded, add=True), connection)
-        for f in statement.note_fields
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(statement.sql, params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    task_id, notification_id = row
-    if notification_id is not None:
-        notification_enqueue_after_commit(notification_id)
-    return int(task_id)
 
 
 LOG_LIMIT = 20000  # characters of operator log kept per submission, the newest ones

@@ -161,18 +161,6 @@ def test_a_ready_horse_found_dead_at_the_hand_over_is_replaced_and_the_new_horse
     assert published[last_busy + 1] == ("idle", None)  # the job over: no horse is named
 
 
-@pytest.mark.django_db
-def test_the_worker_compiles_the_jobs_first_read_before_it_forks_its_horses(
-    run_worker: Any,
-) -> None:
-    """Each horse inherits the SQL of the job's first read (``services.JOB_START_READ``) instead
-    of compiling it: the worker compiles it once at start."""
-    services.JOB_START_READ._statements.clear()  # as in a process that never compiled it
-    assert not services.JOB_START_READ.is_prepared()
-    run_worker()  # an empty queue: it starts, forks its ready horse, and stops
-    assert services.JOB_START_READ.is_prepared(), "the worker left its horses to compile it"
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_cpu_worker_with_jobs_waiting_forks_each_horse_after_its_claim(
     queue: Any, alice: Any, make_task: Any, settings: Any

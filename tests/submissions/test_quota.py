@@ -16,8 +16,10 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from portal.accounts.services import api_token_create
-from submissions.models import Submission
-from submissions.quotas import quota_get
+from submissions.models import Submission, Task
+from submissions.quotas import quota_and_duplicate, quota_get
+from submissions.selectors import task_get_for_upload
+from submissions.teams import team_create
 from tests.builders import linear_classifier
 from tests.conftest import onnx_upload
 
@@ -258,3 +260,57 @@ def test_twenty_parallel_uploads_against_a_quota_of_five_accept_exactly_five(
     assert all(body["file"][0].startswith("You have used your 5 submissions") for body in refused)
     assert Submission.objects.filter(user=alice, task=task).count() == 5
     assert queue.count == 5
+
+
+def entrant_rows(task: Any, user: Any, team_id: int | None = None) -> None:
+    """One of each kind a quota tells apart, two of them older than a day."""
+    for fields in (
+        {"status": Status.QUEUED},
+        {"status": Status.QUEUED, "attempts": 1},
+        {"status": Status.RUNNING},
+        {"status": Status.SUCCEEDED, "sha256": "a" * 64},
+        {"status": Status.SUCCEEDED, "sha256": "a" * 64},
+        {"status": Status.CANCELLED, "sha256": "b" * 64},
+        {"status": Status.FAILED, "failed_by_system": True},
+        {"status": Status.QUEUED, "priority": Submission.RESCORE_PRIORITY},
+    ):
+        stored(task, user, team_id=team_id, **fields)
+    old = [stored(task, user, team_id=team_id, status=Status.SUCCEEDED) for _ in range(2)]
+    Submission.objects.filter(pk__in=[s.pk for s in old]).update(
+        created_at=timezone.now() - timedelta(hours=30)
+    )
+
+
+@pytest.mark.django_db
+def test_the_uploads_one_read_counts_each_kind_alone_and_in_a_team(
+    alice: Any, bob: Any, make_task: Any
+) -> None:
+    task = make_task(max_team_size=3, submissions_per_day=50)
+    entrant_rows(task, alice)
+    team = team_create(user=bob, task=task, name="Lab")
+    entrant_rows(task, bob, team_id=team.pk)
+
+    for user, team_id in ((alice, None), (bob, team.pk)):
+        first_a = Submission.objects.filter(task=task, user=user, sha256="a" * 64).earliest("pk")
+        # a cancelled submission's file may be sent again; a file never sent is new
+        for sha256, duplicate in (("a" * 64, first_a.pk), ("b" * 64, None), ("c" * 64, None)):
+            quota, found = quota_and_duplicate(user=user, task=task, team_id=team_id, sha256=sha256)
+            assert found == duplicate
+            assert quota.used_total == 7 and quota.used_today == 5  # the old two: not today
+            assert quota.waiting == 1 and quota.active == 3
+            assert quota.next_slot_at is not None and timezone.is_aware(quota.next_slot_at)
+            assert quota.team == ("Lab" if team_id else "")
+
+
+@pytest.mark.django_db
+def test_the_upload_reads_a_hidden_task_for_staff_only(
+    alice: Any, operator: Any, make_task: Any
+) -> None:
+    hidden = make_task(slug="hidden", is_hidden=True)
+    open_task = make_task(slug="open")
+    assert task_get_for_upload(slug="open", user=alice).pk == open_task.pk
+    assert task_get_for_upload(slug="hidden", user=operator).pk == hidden.pk
+    with pytest.raises(Task.DoesNotExist):
+        task_get_for_upload(slug="hidden", user=alice)
+    with pytest.raises(Task.DoesNotExist):
+        task_get_for_upload(slug="no-such-task", user=operator)
