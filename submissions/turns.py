@@ -35,16 +35,15 @@ RECENT_RUNS = 50
 RERUN_PRIORITY = 10
 
 
-# The fair order is one statement. Written with the ORM, the entrant's latest start was a
-# subquery in the select list, which PostgreSQL ran once per queued row: with 2,099 queued
-# submissions of 100 entrants a pick took 10-16 ms with fresh planner statistics and 880 ms
-# before the table was analysed (the look-up then went through submission_quota_idx, reading
-# the entrant's rows of the task, the burst's 2,000 queued ones included, for each queued row).
-# Here the queued rows are read once (``queued``), the latest start is looked up once per
-# entrant (``latest``, materialized so that PostgreSQL cannot fold the look-up back into the
-# outer rows) and joined back: 4 ms and 20-21 ms (benchmarks/fair_order.py). Teams are negated
-# entrants, so a team never meets a user of the same id. Plain SQL that PostgreSQL and SQLite
-# both run: Django has no common table expressions.
+# The fair order is one statement, a read. Written with the ORM, the entrant's latest start was a
+# subquery in the select list, which PostgreSQL ran once per queued row: with thousands queued
+# a pick grew with the queue, worst before the table was analysed (the look-up then went through
+# submission_quota_idx, reading the entrant's rows of the task, the burst's queued ones included,
+# for each queued row). Here the queued rows are read once (``queued``), the latest start is
+# looked up once per entrant (``latest``, materialized so that PostgreSQL cannot fold the look-up
+# back into the outer rows) and joined back (benchmarks/fair_order.py measures both). Teams are
+# negated entrants, so a team never meets a user of the same id. Plain SQL that PostgreSQL and
+# SQLite both run: Django has no common table expressions.
 _QUEUED_IN_TURNS = """
 WITH queued AS (
     SELECT s.id, s.job_id, t.device_class_id AS device_class, s.priority, s.is_baseline,
@@ -86,9 +85,7 @@ _FAIR_ORDER_SQL = (
     + f"ORDER BY {_ORDER}\n"
 )
 # The places of a few submissions, counted in the database: a queued submission's page asks every
-# second. Fetching the whole order to find them took 8.2-8.5 ms with 2,099 queued and fresh
-# statistics, this 4.8-6.2 ms (benchmarks/fair_order.py; 25-27 against 28-31 ms before the table
-# is analysed, where the join dominates both).
+# second, and fetching the whole order to find them was slower (benchmarks/fair_order.py).
 _PLACES_SQL = (
     _QUEUED_IN_TURNS
     + f"""SELECT id, place FROM (
