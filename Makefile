@@ -41,7 +41,7 @@ lint: venv
 # django-stubs imports the settings, and mypy leaves with os._exit (no atexit): a REDIS_URL that
 # nothing connects to keeps the settings import from starting an embedded Redis it would leave.
 typecheck: venv
-	DEBUG=1 REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:6379/0} $(BIN)/mypy portal submissions evaluation
+	DEBUG=1 REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:6379/0} $(BIN)/mypy portal accounts plumbing queueing submissions workers evaluation
 
 # Issue 12's figures (docs/benchmarks.md): ours against the bare-rq floor, interleaved: latency,
 # a burst, the runner vs a bare loop. It runs this one benchmark (benchmarks/floor_bench.py); the

@@ -30,7 +30,6 @@ def main() -> None:
     import django
 
     django.setup()
-    from benchmarks.runner_overhead import _padded_batches, bare_loop, workloads
     from evaluation.limits import TimeLimit
     from evaluation.runner import (
         CUDA,
@@ -39,9 +38,11 @@ def main() -> None:
         _check_finite,
         _Executor,
         create_session,
+        padded_batches,
         predict,
     )
     from evaluation.timing import Alone
+    from workers.runner_overhead import bare_loop, workloads
 
     work = workloads()[1]
     device = DeviceConfig(use_cuda=True, warmup_runs=2)
@@ -54,7 +55,7 @@ def main() -> None:
 
     def bare_synced() -> Any:
         outputs = []
-        for batch in _padded_batches(inputs, size):
+        for batch in padded_batches(inputs, size):
             binding = session.io_binding()
             binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(batch, "cuda", 0))
             binding.bind_output(out, "cuda", 0)
@@ -65,7 +66,7 @@ def main() -> None:
         return np.concatenate(outputs)
 
     def loop_only() -> Any:
-        batches = _padded_batches(inputs, size)
+        batches = padded_batches(inputs, size)
         with TimeLimit(60) as limit:
             return _Executor(session, limit, device).run_all(
                 batches, work.spec, None, GiveWay(Alone(), 0.0)

@@ -74,9 +74,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     from django.core.management import call_command
     from django.db import connection
 
-    from submissions.management.commands.seed_demo import TASKS
+    from submissions.demo.tasks import TASKS
+    from submissions.lifecycle.turns import next_candidates, queue_positions
     from submissions.models import Submission, Task
-    from submissions.turns import next_candidates, queue_positions
 
     call_command("migrate", verbosity=0)
     _cleanup()

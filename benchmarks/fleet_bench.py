@@ -44,8 +44,8 @@ def bench_heartbeat(count: int) -> None:
     import django_rq
     from django.conf import settings
 
-    from evaluation import heartbeat
-    from evaluation.worker import EvaluationWorker
+    from queueing import heartbeat
+    from workers.worker import EvaluationWorker
 
     queue = django_rq.get_queue(settings.EVALUATION_QUEUE)
     worker = EvaluationWorker([queue], connection=queue.connection, name="bench-worker")
@@ -79,9 +79,9 @@ def bench_recovery(count: int) -> None:
     from django.conf import settings
     from django.contrib.auth import get_user_model
 
-    from evaluation.recovery import reconcile
+    from submissions.lifecycle.services import submission_enqueue
     from submissions.models import Submission, Task
-    from submissions.services import submission_enqueue
+    from workers.recovery import reconcile
 
     user, _ = get_user_model().objects.get_or_create(username="fleet-bench")
     task, _ = Task.objects.get_or_create(

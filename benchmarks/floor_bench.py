@@ -51,10 +51,10 @@ MINIMAL_TIMING = {"min_time_s": 0.0, "min_batches": 1, "passes": 1}
 
 
 def floor_options() -> dict[str, Any]:
-    """The CPU session settings of our workers (``evaluation.device.device_config``, read from
+    """The CPU session settings of our workers (``workers.device.device_config``, read from
     the same environment as theirs), for the floor's sessions (``floor_job.session_options``)."""
-    from evaluation.device import device_config
     from evaluation.runner import GRAPH_OPTIMIZATION_LEVELS
+    from workers.device import device_config
 
     ours = device_config("floor")
     return {
@@ -88,7 +88,7 @@ class Floor:
     ) -> None:
         from rq import Queue
 
-        from evaluation.queues import evaluation_redis
+        from queueing.queues import evaluation_redis
 
         self.dir, self.dataset, self.batch_size = work_dir, dataset, batch_size
         self.options = options
@@ -275,8 +275,8 @@ def burst_round(
 
 
 def runner_rows(seconds: float) -> list[dict[str, Any]]:
-    from benchmarks import runner_overhead
     from evaluation.runner import DeviceConfig
+    from workers import runner_overhead
 
     device = DeviceConfig(intra_op_threads=0, warmup_runs=2)
     return [runner_overhead.measure(w, device, seconds) for w in runner_overhead.workloads()]

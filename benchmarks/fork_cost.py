@@ -35,7 +35,7 @@ def _setup_django() -> None:
     import django
 
     django.setup()
-    for module in ("evaluation.jobs", "evaluation.worker"):  # what a worker has loaded
+    for module in ("workers.jobs", "workers.worker"):  # what a worker has loaded
         importlib.import_module(module)
 
 

@@ -55,7 +55,7 @@ step timing_conv "${TIMING_S:-150}" $PY -m benchmarks.timing_bench --cuda --work
     --repeats 5 --rounds 3
 step session "${SESSION_S:-120}" $PY -m benchmarks.session_creation --cuda --rounds 2 --samples 5
 step end_to_end "${E2E_S:-180}" sh -c "$PY manage.py seed_demo && $PY manage.py rqworker evaluation \
-    --worker-class evaluation.worker.EvaluationWorker --burst --name gpu-figures && $PY manage.py \
+    --worker-class workers.worker.EvaluationWorker --burst --name gpu-figures && $PY manage.py \
     shell -c \"
 from submissions.models import Submission
 for s in Submission.objects.select_related('task').order_by('task__slug', 'id'):

@@ -45,7 +45,7 @@ class Fleet:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self, name: str) -> None:
-        from evaluation.worker import worker_command
+        from workers.worker import worker_command
 
         log = (self.log_dir / f"{name}.log").open("ab")
         self.procs[name] = subprocess.Popen(
@@ -110,7 +110,7 @@ def one_run(fleet: Fleet, client: Any, task: Any, model: bytes, mode: str) -> fl
 
 
 def measure(mode: str, runs: int, env: dict[str, str], iterations: int) -> list[float]:
-    from tests.evaluation.fleet_support import slow_classifier
+    from tests.workers.fleet_support import slow_classifier
 
     user, task, _ = queue_latency._fixtures()
     client = queue_latency._client(user)

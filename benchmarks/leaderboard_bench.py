@@ -124,7 +124,7 @@ def _refresh_times(runs: int) -> tuple[list[float], int]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from submissions.leaderboard import leaderboard_submissions_changed
+    from submissions.boards.leaderboard import leaderboard_submissions_changed
     from submissions.models import Submission
 
     ids = list(Submission.objects.order_by("?").values_list("pk", flat=True)[:runs])
@@ -181,7 +181,7 @@ def main() -> None:
             call_command("migrate", verbosity=0)
             started = time.perf_counter()
             _fill(args.users, args.submissions, seed=1)
-            from submissions.leaderboard import leaderboard_rebuild
+            from submissions.boards.leaderboard import leaderboard_rebuild
             from submissions.models import Task
 
             leaderboard_rebuild(task_id=Task.objects.get().pk)

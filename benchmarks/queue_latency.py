@@ -54,7 +54,7 @@ def _fixtures() -> tuple[Any, Any, bytes]:
     from django.core.management import call_command
 
     from submissions.demo import baselines, datasets
-    from submissions.management.commands.seed_demo import TASKS
+    from submissions.demo.tasks import TASKS
     from submissions.models import Task
 
     call_command("migrate", verbosity=0)
@@ -107,8 +107,8 @@ class Workers:
         from django.conf import settings
         from rq import Worker
 
-        from evaluation.queues import evaluation_redis
-        from evaluation.worker import worker_command
+        from queueing.queues import evaluation_redis
+        from workers.worker import worker_command
 
         command = self.command or worker_command
         self.log_dir.mkdir(parents=True, exist_ok=True)

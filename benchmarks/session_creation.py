@@ -5,7 +5,7 @@ Each sample forks this (Django-configured) process, as rq forks a horse, and tim
 ``evaluation.runner.create_session`` with the worker's session options, then the session's first
 run of one batch at the task's batch size, for two demo models: the digits logistic regression (a
 Gemm) and the depth 3x3 conv. ``fresh``: the child creates its first session, as a horse forked
-for a job does. ``ready``: the child first runs ``evaluation.ready_horse.warm_up``, as a ready
+for a job does. ``ready``: the child first runs ``workers.ready_horse.warm_up``, as a ready
 horse does while its worker is idle. The rounds alternate the two, so drift in machine load falls
 on both.
 
@@ -34,9 +34,9 @@ def _one(warm: bool, model: bytes, batch_size: int, use_cuda: bool) -> tuple[flo
     """(session creation, the session's first run of one batch) in ms, in a new fork."""
     import numpy as np
 
-    from evaluation import ready_horse
-    from evaluation.device import device_config
     from evaluation.runner import create_session
+    from workers import ready_horse
+    from workers.device import device_config
 
     read, write = os.pipe()
     pid = os.fork()
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
 
     django.setup()
     from submissions.demo import baselines, datasets
-    from submissions.management.commands.seed_demo import TASKS
+    from submissions.demo.tasks import TASKS
 
     digits = baselines.digits_baselines(datasets.load_digits_train())
     workloads = [

@@ -67,9 +67,9 @@ def seed(*, accounts: int, ranked: int) -> list[dict[str, str]]:
     from django.contrib.auth.hashers import make_password
     from django.core.files.base import ContentFile
 
-    from portal.accounts.services import api_token_create
+    from accounts.services import api_token_create
+    from submissions.boards.leaderboard import leaderboard_rebuild
     from submissions.demo.datasets import load_digits_test
-    from submissions.leaderboard import leaderboard_rebuild
     from submissions.models import Submission, Task
 
     task = Task(
@@ -129,7 +129,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 @contextlib.contextmanager
 def site(env: dict[str, str], *, web_workers: int, threads: int) -> Iterator[str]:
     """gunicorn with the project's config and one CPU evaluation worker; both stopped on exit."""
-    from evaluation.worker import worker_command
+    from workers.worker import worker_command
 
     env = {**os.environ, **SITE_ENV, **env}
     port = _free_port()

@@ -41,7 +41,7 @@ def write_workload(folder: Path, workload: str) -> None:
     """The demo model, its data and its task's spec, as files a parent of either kind reads."""
     import numpy as np
 
-    from benchmarks.runner_overhead import workloads
+    from workers.runner_overhead import workloads
 
     work = workloads()[0 if workload == "digits" else 1]
     (folder / "model.onnx").write_bytes(work.model)

@@ -6,7 +6,7 @@
 - interference: the same model timed while a second process evaluates the demo's 3x3 conv depth
   model on the same host, over and over: a scoring stretch (its dataset's batches) then a timing
   phase of its own. With the lock both timing phases take the host's CPU timing lock in Redis
-  and the neighbour's scoring gives way to a timing between batches (evaluation/device_lock.py,
+  and the neighbour's scoring gives way to a timing between batches (workers/device_lock.py,
   as a worker's does); without it neither does. Each round times our model three times, in a
   rotating order: the neighbour idle, behaving, not behaving; the figure is the median over
   rounds of the p50 beside the neighbour relative to the same round's idle p50, so load that
@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from benchmarks.runner_overhead import Workload, workloads
-from evaluation.device_lock import ScoringTurn, device_lock, device_lock_key
 from evaluation.runner import DeviceConfig, create_session, time_model
 from evaluation.timing import ScoringGate, TimingHooks, TimingProtocol, no_lock, scoring_alone
+from workers.device_lock import ScoringTurn, device_lock, device_lock_key
+from workers.runner_overhead import Workload, workloads
 
 PROTOCOL = TimingProtocol()  # the defaults: >= 1 s, >= 64 batches, <= 10 s, 5 passes
 

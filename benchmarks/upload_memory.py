@@ -33,7 +33,7 @@ django.setup()
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.files.base import ContentFile  # noqa: E402
 
-from portal.accounts.services import api_token_create  # noqa: E402
+from accounts.services import api_token_create  # noqa: E402
 from submissions.models import Task  # noqa: E402
 from tests.builders import digits_like, npz_bytes  # noqa: E402
 from tests.portal.lazy_body import LazyMultipartBody, post_through_wsgi  # noqa: E402

@@ -7,7 +7,7 @@ cd /app
 . /app/docker/worker-name.sh
 export EVAL_WORKER_NAME
 # On "evaluation" the worker listens to the queues of the device classes it serves
-# (evaluation/queues.py: derived from its device, or EVAL_DEVICE_CLASSES).
+# (queueing/queues.py: derived from its device, or EVAL_DEVICE_CLASSES).
 exec python manage.py rqworker evaluation \
-    --worker-class evaluation.worker.EvaluationWorker \
+    --worker-class workers.worker.EvaluationWorker \
     --name "$EVAL_WORKER_NAME" "$@"

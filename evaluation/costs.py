@@ -36,7 +36,8 @@ grows steeply with the graph, both wrong for the web process this runs in at upl
 **Complete or not**: the MACs (and so the FLOPs) are complete when no node in ``MAC_BEARING``
 (operators that multiply-accumulate, or bodies and functions that may hold such operators) and no
 operator outside the standard domain is left in ``not_counted``. An incomplete count is never
-ranked as if it were the whole (``submissions.ranking``): ``StaticCosts.complete`` says which,
+ranked as if it were the whole (``submissions.boards.ranking``): ``StaticCosts.complete`` says
+which,
 and ``incomplete_reason`` says why, on every surface.
 
 Hostile files: only shapes are read, never tensor data. Shape inference runs on a copy whose large

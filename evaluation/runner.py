@@ -406,7 +406,7 @@ class _Executor:
         return binding.copy_outputs_to_cpu()[0]
 
 
-def _batches(inputs: np.ndarray, batch_size: int) -> list[np.ndarray]:
+def padded_batches(inputs: np.ndarray, batch_size: int) -> list[np.ndarray]:
     """Every batch has exactly batch_size rows; the last is padded by repeating its last row."""
     batches = []
     for start in range(0, len(inputs), batch_size):
@@ -421,7 +421,7 @@ def _batches(inputs: np.ndarray, batch_size: int) -> list[np.ndarray]:
 def first_batch(data: Dataset, spec: TaskSpec) -> np.ndarray:
     """The dataset's first batch at the task's fixed shape (padded): what timing runs on."""
     inputs = data.inputs[: spec.batch_size].astype(spec.input_dtype, copy=False)
-    return _batches(inputs, spec.batch_size)[0]
+    return padded_batches(inputs, spec.batch_size)[0]
 
 
 def _shape_error(out: np.ndarray, spec: TaskSpec) -> EvaluationError:
@@ -590,7 +590,7 @@ def predict(
     rows. This is what the benchmark compares with a bare loop.
     ``turn`` gives way to other workers' timings on the device, before warming up and between
     batches."""
-    batches = _batches(inputs, spec.batch_size)
+    batches = padded_batches(inputs, spec.batch_size)
     turn = turn or GiveWay(Alone(), 0.0)
     with TimeLimit(spec.time_limit_s) as limit:
         executor = _Executor(session, limit, device)

@@ -14,6 +14,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from plumbing.ratelimit import parse_rate
 from portal.env import (
     env_bool,
     env_choice,
@@ -24,7 +25,6 @@ from portal.env import (
     env_required,
     env_str,
 )
-from portal.ratelimit import parse_rate
 
 # --- Core: where files live, debug, the secret key, host names ---
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -69,8 +69,8 @@ INSTALLED_APPS = [
     "django_rq",
     "portal",
     "submissions",
-    "evaluation",
-    "portal.accounts",
+    "workers",
+    "accounts",
     "drf_spectacular",
     "drf_spectacular_sidecar",
 ]
@@ -259,25 +259,25 @@ for _rate in RATE_LIMITS.values():
     parse_rate(_rate)  # a bad rate fails at start-up, naming itself
 RATE_LIMIT_TRUSTED_PROXIES = env_int("RATE_LIMIT_TRUSTED_PROXIES", 0, minimum=0)
 RATE_LIMIT_NAMESPACE = ""  # tests give each test its own counters
-# Where cached boards' versions live (submissions.board_cache): tests give each test its own
+# Where cached boards' versions live (submissions.boards.cache): tests give each test its own
 # and pass it to the worker processes they start, which bump the versions the pages read.
 BOARD_CACHE_NAMESPACE = env_str("BOARD_CACHE_NAMESPACE") or ""
 
 # --- REST API and its OpenAPI schema ---
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "portal.accounts.authentication.ApiTokenAuthentication",
+        "accounts.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
     "DEFAULT_THROTTLE_CLASSES": [
-        "portal.throttles.ApiReadThrottle",
-        "portal.throttles.UploadThrottle",
+        "plumbing.throttles.ApiReadThrottle",
+        "plumbing.throttles.UploadThrottle",
     ],
-    "DEFAULT_PAGINATION_CLASS": "portal.pagination.BoundedLimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "plumbing.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "portal.openapi.PortalAutoSchema",
-    "EXCEPTION_HANDLER": "portal.refusal_responses.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "plumbing.openapi.PortalAutoSchema",
+    "EXCEPTION_HANDLER": "plumbing.refusal_responses.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "ONNX evaluation portal API",
@@ -323,7 +323,7 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
-# --- Evaluation workers: the device and the engine (evaluation/device.py, evaluation/runner.py) ---
+# --- Evaluation workers: the device and the engine (workers/device.py, evaluation/runner.py) ---
 EVAL_WORKER_NAME = env_str("EVAL_WORKER_NAME") or ""
 EVAL_CACHE_DIR = Path(env_str("EVAL_CACHE_DIR") or VAR_DIR / "worker-cache")
 EVAL_DEVICE = env_choice("EVAL_DEVICE", "auto", ("auto", "cuda", "cpu"))
@@ -360,7 +360,7 @@ EVAL_CUDA_SELFTEST_TIMEOUT_S = env_float(
     "EVAL_CUDA_SELFTEST_TIMEOUT_S", 120.0, low=5.0, high=1800.0
 )
 # Fork the next work horse while idle and warm it up (database, Redis, the last task's dataset,
-# the CUDA context); it still runs one evaluation and exits (evaluation/ready_horse.py).
+# the CUDA context); it still runs one evaluation and exits (workers/ready_horse.py).
 EVAL_READY_HORSE = env_bool("EVAL_READY_HORSE", True)
 # The device classes this worker serves (e.g. "a40,gpu"); empty: derived from its device
 # (a CPU worker serves "cpu", a CUDA worker "gpu" plus the classes matching its GPU's name).
@@ -384,13 +384,13 @@ EVAL_TIMING_UNSTABLE_SPREAD = env_float("EVAL_TIMING_UNSTABLE_SPREAD", 0.05, low
 EVAL_TIMING_LOCK_WAIT_S = env_float("EVAL_TIMING_LOCK_WAIT_S", 60.0, low=0.0, high=3600.0)
 EVAL_TIMING_LOCK_TTL_S = env_float("EVAL_TIMING_LOCK_TTL_S", 5.0, low=0.3, high=600.0)
 
-# --- Worker fleet: heartbeats, recovery, ops metrics (evaluation/fleet.py, recovery.py) ---
+# --- Worker fleet: heartbeats, recovery, ops metrics (workers/fleet.py, recovery.py) ---
 # Workers publish their state every EVAL_HEARTBEAT_INTERVAL_S; one silent for
 # EVAL_HEARTBEAT_STALE_S is shown offline and its running submission is recovered.
 EVAL_HEARTBEAT_INTERVAL_S = env_float("EVAL_HEARTBEAT_INTERVAL_S", 5.0, low=0.2, high=60.0)
 EVAL_HEARTBEAT_STALE_S = env_float("EVAL_HEARTBEAT_STALE_S", 15.0, low=1.0, high=3600.0)
 EVAL_HEARTBEAT_HISTORY_S = env_int("EVAL_HEARTBEAT_HISTORY_S", 3600, minimum=60)
-# How often some worker runs evaluation/recovery.py (under a Redis lock, one at a time).
+# How often some worker runs workers/recovery.py (under a Redis lock, one at a time).
 EVAL_RECOVERY_INTERVAL_S = env_float("EVAL_RECOVERY_INTERVAL_S", 10.0, low=0.5, high=3600.0)
 EVAL_TEMPERATURE_WARN_C = env_int("EVAL_TEMPERATURE_WARN_C", 85, minimum=0)
 EVAL_MEMORY_WARN_FRACTION = env_float("EVAL_MEMORY_WARN_FRACTION", 0.95, low=0.1, high=1.0)

@@ -11,9 +11,9 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from evaluation.worker import EvaluationWorker
 from submissions.models import Task
 from tests.builders import digits_like, npz_bytes
+from workers.worker import EvaluationWorker
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -45,7 +45,7 @@ def _no_worker_state_from_another_test(monkeypatch: pytest.MonkeyPatch) -> None:
     (``jobs.keep_dataset_for_horses``); each test starts with none, since ids can come again
     once a test's transaction has been rolled back. Nor does it start with another test's
     look for stale board results (``jobs.refresh_boards``) a moment ago."""
-    from evaluation import jobs
+    from workers import jobs
 
     monkeypatch.setattr(jobs, "_preloaded", {})
     monkeypatch.setattr(jobs, "_too_large_for_worker", None)

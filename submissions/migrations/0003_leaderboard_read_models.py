@@ -9,7 +9,7 @@ def build_read_models(apps, schema_editor):
     # Derived data: built with the current code (historical models lack the ranking logic).
     # If this migration ever fails on a later model change, drop this step and run
     # `manage.py leaderboard_rebuild` instead.
-    from submissions.leaderboard import leaderboard_rebuild
+    from submissions.boards.leaderboard import leaderboard_rebuild
 
     Task = apps.get_model("submissions", "Task")
     for task_id in Task.objects.values_list("pk", flat=True):

@@ -4,7 +4,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-from submissions.dataset_facts import dataset_facts
+from submissions.tasks.dataset_facts import dataset_facts
 
 
 def record_version_one(apps, schema_editor):

@@ -2,7 +2,7 @@
 
 import django.core.validators
 import django.db.models.deletion
-import submissions.team_models
+import submissions.models.teams
 from django.conf import settings
 from django.db import migrations, models
 
@@ -30,7 +30,7 @@ class Migration(migrations.Migration):
             name='TeamInvite',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('code', models.CharField(default=submissions.team_models.new_invite_code, max_length=32, unique=True)),
+                ('code', models.CharField(default=submissions.models.teams.new_invite_code, max_length=32, unique=True)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('accepted_at', models.DateTimeField(blank=True, null=True)),
             ],

@@ -1,10 +1,11 @@
-"""Filters for measured figures; the formatting rules themselves live in submissions.display."""
+"""Filters for measured figures; the formatting rules themselves live in
+submissions.boards.display."""
 
 from __future__ import annotations
 
 from django import template
 
-from submissions.board_cells import format_latency, format_spread
+from submissions.boards.cells import format_latency, format_spread
 
 register = template.Library()
 register.filter("latency", format_latency)

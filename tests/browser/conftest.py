@@ -14,8 +14,8 @@ import pytest
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from evaluation.worker import worker_command
 from tests.chromium import chromium_or_fail
+from workers.worker import worker_command
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"

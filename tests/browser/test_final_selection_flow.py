@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from submissions.admin_services import task_leaderboard_set
+from submissions.admin.services import task_leaderboard_set
 from submissions.models import Submission, Task
 from tests.browser.conftest import DESKTOP
 from tests.browser.test_portal_flow import log_in

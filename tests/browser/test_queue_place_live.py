@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from evaluation import heartbeat
+from queueing import heartbeat
+from submissions.lifecycle.services import submission_cancel, submission_create
 from submissions.models import Submission
-from submissions.services import submission_cancel, submission_create
 from tests.browser.conftest import DESKTOP, wait_for
 from tests.browser.test_portal_flow import log_in
 from tests.builders import linear_classifier

@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 
 from submissions.demo.datasets import STARTER_PATH
-from submissions.task_files import task_file_publish
+from submissions.tasks.files import task_file_publish
 from tests.browser.conftest import DESKTOP, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -178,8 +178,8 @@ def _seconds(duration: str) -> int:
 def test_a_stopping_worker_may_finish_the_longest_default_job(services: dict[str, Any]) -> None:
     # rq waits 60 s past a job's timeout before killing its horse; compose must wait as long.
     from evaluation.timing import TimingProtocol
+    from submissions.lifecycle.services import RQ_KILL_WAIT_S, job_timeout_s
     from submissions.models import Task
-    from submissions.services import RQ_KILL_WAIT_S, job_timeout_s
 
     default_limit = Task._meta.get_field("time_limit_s").default
     # The protocol's defaults (the tests' own settings time briefly).
@@ -205,7 +205,7 @@ def test_worker_image_runs_the_worker_class_as_non_root_on_a_matching_cuda_base(
     entrypoint = (ROOT / "docker" / "worker-entrypoint.sh").read_text()
     base = re.search(r"^FROM nvidia/cuda:(\d+)\.\d+\.\d+-cudnn-runtime-ubuntu", dockerfile, re.M)
     assert base, "the worker image must start from an NVIDIA CUDA + cuDNN runtime image"
-    assert "--worker-class evaluation.worker.EvaluationWorker" in entrypoint
+    assert "--worker-class workers.worker.EvaluationWorker" in entrypoint
     assert "rqworker evaluation" in entrypoint
     assert re.search(r"^USER portal$", dockerfile, re.M)
     assert "HEALTHCHECK" in dockerfile

@@ -12,8 +12,8 @@ import pytest
 from django.db import connection
 
 from benchmarks import floor_bench, floor_job
-from evaluation.device import device_config
-from tests.evaluation.fleet_support import worker_env
+from tests.workers.fleet_support import worker_env
+from workers.device import device_config
 
 SPINNING = "session.intra_op.allow_spinning"
 

@@ -17,10 +17,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from evaluation.queues import queue_name
 from evaluation.timing import TimingProtocol
+from queueing.queues import queue_name
+from submissions.lifecycle.services import RQ_KILL_WAIT_S, job_timeout_s
 from submissions.models import Task
-from submissions.services import RQ_KILL_WAIT_S, job_timeout_s
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "kubernetes"

@@ -18,12 +18,13 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import default_storage
 from rest_framework.test import APIClient
 
-from evaluation.worker import worker_command
-from submissions import dataset_cache, services
+from submissions.lifecycle import services
 from submissions.models import Submission
+from submissions.tasks import dataset_cache
 from tests.builders import digits_like, linear_classifier, linear_reference, npz_bytes
 from tests.conftest import onnx_upload
 from tests.deploy.conftest import S3_KEYS, database_url, settings_from_env
+from workers.worker import worker_command
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]

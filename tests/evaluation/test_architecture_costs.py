@@ -65,7 +65,7 @@ def with_zero_weights(model: onnx.ModelProto) -> bytes:
 
 def portal_costs(name: str, exporter: str, batch: int = 1) -> StaticCosts:
     """What the portal stores: inspection's costs, completed by a worker's run at the batch
-    shape where they are incomplete (``evaluation.jobs``)."""
+    shape where they are incomplete (``workers.jobs``)."""
     costs = inferred_costs(name, exporter, batch)
     if costs.complete:
         return costs

@@ -9,7 +9,7 @@ import pynvml
 import pytest
 
 from evaluation.gpu import GpuProcess, gpu_info, gpu_reading, host_info
-from tests.evaluation.fake_nvml import GIB, FakeGpu, FakeNvml, install, install_failure
+from tests.workers.fake_nvml import GIB, FakeGpu, FakeNvml, install, install_failure
 
 
 def test_a_gpu_reading_carries_every_stat_nvml_reports(monkeypatch: Any) -> None:

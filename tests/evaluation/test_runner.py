@@ -14,7 +14,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import evaluation.runner as runner_module
-from evaluation.device import device_config
 from evaluation.gpu import gpu_info
 from evaluation.limits import TimeLimit, added_memory_limit, address_space_bytes
 from evaluation.metrics import compute_family
@@ -41,9 +40,10 @@ from tests.builders import (
     linear_reference,
     unary_model,
 )
-from tests.evaluation import fake_nvml
-from tests.evaluation.fake_nvml import GIB, FakeGpu, FakeNvml
 from tests.evaluation.hostile.models import expand_bomb
+from tests.workers import fake_nvml
+from tests.workers.fake_nvml import GIB, FakeGpu, FakeNvml
+from workers.device import device_config
 
 SPEC = DIGITS_SPEC
 CPU_ONLY = DeviceConfig(worker_name="test-worker", warmup_runs=1)

@@ -11,8 +11,8 @@ from django.core import mail
 from django.test import Client
 from rest_framework.test import APIClient
 
-from portal.accounts.models import ApiToken
-from portal.accounts.services import MAX_ACTIVE_TOKENS, TokenLimitReached, api_token_create
+from accounts.models import ApiToken
+from accounts.services import MAX_ACTIVE_TOKENS, TokenLimitReached, api_token_create
 
 pytestmark = pytest.mark.django_db
 

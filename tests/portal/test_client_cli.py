@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from portal.accounts.services import api_token_create
+from accounts.services import api_token_create
+from submissions.lifecycle.services import submission_create
 from submissions.models import Submission
-from submissions.services import submission_create
 from tests.builders import data_dependent_matmul, digits_like, linear_classifier, linear_reference
 from tests.conftest import onnx_upload
 from tests.portal.client_support import BASE_DIR, Oep

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from portal.accounts.services import api_token_create
-from submissions.task_files import task_file_publish
+from accounts.services import api_token_create
+from submissions.tasks.files import task_file_publish
 from tests.portal.client_support import Oep
 from tests.submissions.test_read_api import scored
 

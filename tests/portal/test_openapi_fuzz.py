@@ -17,7 +17,7 @@ import pytest
 import schemathesis
 from schemathesis.engine import Status, events, from_schema
 
-from portal.accounts.services import api_token_create
+from accounts.services import api_token_create
 from submissions.models import Submission
 
 SEED = 20_261_123

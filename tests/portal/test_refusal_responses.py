@@ -16,22 +16,22 @@ from django.http import Http404
 from django.test import RequestFactory
 from rest_framework.test import APIClient
 
-from portal.accounts.services import TokenLimitReached
-from portal.ratelimit import Rate, Refusal
-from portal.refusal_responses import api_exception_handler, attempt
-from portal.refusals import Refused
-from portal.throttles import RateLimited
-from submissions.finals import SelectionRefused
+from accounts.services import TokenLimitReached
+from plumbing.ratelimit import Rate, Refusal
+from plumbing.refusal_responses import api_exception_handler, attempt
+from plumbing.refusals import Refused
+from plumbing.throttles import RateLimited
+from submissions.lifecycle.finals import SelectionRefused
+from submissions.lifecycle.services import SubmissionRefused
 from submissions.models import Task
-from submissions.services import SubmissionRefused
-from submissions.teams import TeamRefused
+from submissions.teams.services import TeamRefused
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_api_answers_refusals_through_the_one_handler() -> None:
     assert settings.REST_FRAMEWORK["EXCEPTION_HANDLER"] == (
-        "portal.refusal_responses.api_exception_handler"
+        "plumbing.refusal_responses.api_exception_handler"
     )
 
 

@@ -17,7 +17,7 @@ from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
 drop_authtoken = importlib.import_module(
-    "portal.accounts.migrations.0002_drop_unused_authtoken"
+    "accounts.migrations.0002_drop_unused_authtoken"
 ).drop_authtoken
 
 
@@ -66,7 +66,7 @@ def test_middleware_is_one_literal_list_in_request_order() -> None:
 
 def test_api_authentication_is_our_token_or_the_session_only() -> None:
     assert settings.REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] == [
-        "portal.accounts.authentication.ApiTokenAuthentication",
+        "accounts.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ]
     assert not apps.is_installed("rest_framework.authtoken")

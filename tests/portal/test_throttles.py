@@ -13,7 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 from rest_framework.test import APIClient
 
-from portal.ratelimit import (
+from plumbing.ratelimit import (
     Rate,
     parse_rate,
     rate_limit_hit,

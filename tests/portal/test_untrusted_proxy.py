@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from portal import ratelimit
+from plumbing import ratelimit
 from portal.checks import rate_limit_proxies_check
 
 pytestmark = pytest.mark.django_db
@@ -41,7 +41,7 @@ def test_forwarded_requests_with_no_trusted_proxy_are_warned_about_once_per_proc
     fresh_process: None, settings: Any, caplog: Any
 ) -> None:
     settings.RATE_LIMIT_TRUSTED_PROXIES = 0
-    caplog.set_level(logging.WARNING, logger="portal.ratelimit")
+    caplog.set_level(logging.WARNING, logger="plumbing.ratelimit")
 
     for client_address in ("198.51.100.1", "198.51.100.2", "198.51.100.3"):
         failed_login(Client(REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR=client_address))
@@ -54,7 +54,7 @@ def test_forwarded_requests_with_no_trusted_proxy_are_warned_about_once_per_proc
 def test_no_warning_when_the_proxy_is_trusted_or_there_is_none(
     fresh_process: None, settings: Any, caplog: Any
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="portal.ratelimit")
+    caplog.set_level(logging.WARNING, logger="plumbing.ratelimit")
     settings.RATE_LIMIT_TRUSTED_PROXIES = 1
     failed_login(Client(REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="198.51.100.1"))
     settings.RATE_LIMIT_TRUSTED_PROXIES = 0

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from portal.accounts.services import api_token_create
+from accounts.services import api_token_create
 from submissions.models import Submission
 from tests.portal.lazy_body import LazyMultipartBody, post_through_wsgi
 

@@ -12,8 +12,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from rq.worker import Worker
 
+from submissions.lifecycle.selectors import leaderboard
 from submissions.models import Submission, Task
-from submissions.selectors import leaderboard
 from tests.builders import digits_like, npz_bytes
 from tests.submissions.test_read_api import scored
 

@@ -19,10 +19,10 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from submissions.admin_services import PENDING_DIR
-from submissions.leaderboard import leaderboard_differences
+from submissions.admin.services import PENDING_DIR
+from submissions.boards.leaderboard import leaderboard_differences
+from submissions.lifecycle.selectors import leaderboard
 from submissions.models import Submission, Task
-from submissions.selectors import leaderboard
 from tests.builders import digits_like, linear_classifier, npz_bytes
 from tests.conftest import onnx_upload
 from tests.submissions.test_admin import task_form

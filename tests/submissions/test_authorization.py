@@ -16,8 +16,8 @@ import pytest
 from django.core.files.base import ContentFile
 from django.test import Client
 
-from portal.accounts.models import ApiToken
-from portal.accounts.services import api_token_create
+from accounts.models import ApiToken
+from accounts.services import api_token_create
 from submissions.models import Submission
 from tests.conftest import onnx_upload
 

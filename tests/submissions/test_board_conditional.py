@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from submissions.admin_services import task_leaderboard_freeze
-from submissions.services import submission_succeed
+from submissions.admin.services import task_leaderboard_freeze
+from submissions.lifecycle.services import submission_succeed
 from tests.submissions.test_leaderboard_read_models import result, running
 from tests.submissions.test_read_api import scored
 

@@ -15,12 +15,12 @@ from django.test import Client
 from rest_framework import serializers
 from rest_framework.test import APIClient
 
-from submissions import display
-from submissions.api_serializers import LeaderboardRowSerializer
-from submissions.board_cells import decimals
-from submissions.board_row import COLUMNS, SORT_FIELDS, Column, PageCell
-from submissions.ranking import COMPOSITE, PRIMARY, Rule
-from submissions.selectors import leaderboard
+from submissions.boards import display
+from submissions.boards.cells import decimals
+from submissions.boards.ranking import COMPOSITE, PRIMARY, Rule
+from submissions.boards.row import COLUMNS, SORT_FIELDS, Column, PageCell
+from submissions.lifecycle.selectors import leaderboard
+from submissions.web.serializers import LeaderboardRowSerializer
 from tests.submissions.test_read_api import scored
 
 pytestmark = pytest.mark.django_db

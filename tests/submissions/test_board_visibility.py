@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from submissions.admin_services import task_leaderboard_set
+from submissions.admin.services import task_leaderboard_set
 from tests.submissions.test_read_api import scored
 
 pytestmark = pytest.mark.django_db
@@ -97,7 +97,7 @@ def test_a_hidden_board_still_shows_owners_their_own_scores(make_task: Any, alic
 def test_the_cli_shows_blind_instead_of_a_score(
     blind: Any, live_portal: str, tmp_path: Any
 ) -> None:
-    from portal.accounts.services import api_token_create
+    from accounts.services import api_token_create
     from tests.portal.client_support import Oep
 
     token = api_token_create(user=blind.user, name="tests").secret

@@ -19,19 +19,19 @@ from django.core.management import call_command
 from django.test import Client
 from rest_framework.test import APIClient
 
-from evaluation import jobs
-from submissions.dataset_cache import DatasetMismatch, cached_copy
-from submissions.dataset_services import task_dataset_replace
-from submissions.leaderboard_models import LeaderboardEntry
+from submissions.lifecycle.quotas import quota_get
+from submissions.lifecycle.selectors import leaderboard, task_rescoring_count
+from submissions.lifecycle.services import submission_create, submission_start
+from submissions.lifecycle.turns import fair_order
 from submissions.models import DatasetVersion, Submission, Task
-from submissions.quotas import quota_get
-from submissions.selectors import leaderboard, task_rescoring_count
-from submissions.services import submission_create, submission_start
-from submissions.turns import fair_order
+from submissions.models.boards import LeaderboardEntry
+from submissions.tasks.dataset_cache import DatasetMismatch, cached_copy
+from submissions.tasks.datasets import task_dataset_replace
 from tests.builders import digits_like, linear_classifier, linear_reference, npz_bytes
 from tests.conftest import onnx_upload
 from tests.submissions.test_admin import RULE_FORMSET, task_form
 from tests.submissions.test_read_api import scored
+from workers import jobs
 
 
 def replace_dataset(task: Task, arrays: dict[str, np.ndarray], **options: Any) -> Any:

@@ -211,7 +211,7 @@ def test_depth_baselines_never_predict_non_positive_depth(
 
 def test_the_digits_task_says_its_hidden_images_come_from_scikit_learn() -> None:
     """A model trained on all of load_digits() has seen the hidden test images."""
-    from submissions.management.commands.seed_demo import TASKS
+    from submissions.demo.tasks import TASKS
 
     description = TASKS["digits"]["description"]
     assert "hidden images come from scikit-learn's digits set" in description

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from evaluation.inspect import runtime_limits
-from submissions.display import failure_advice
+from submissions.boards.display import failure_advice
 from submissions.models import Submission
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,5 @@
-"""The fair order (submissions/turns.py) is one SQL statement; here it is held to the rules of
+"""The fair order (submissions/lifecycle/turns.py) is one SQL statement; here it is held to the
+rules of
 the module's docstring written out in Python, on a mix of entrants (users, teams, operator
 re-runs, baselines, re-scores, two device classes, entrants who never started), on this run's
 database (PostgreSQL in CI, SQLite embedded). On PostgreSQL, an entrant's latest start is looked
@@ -18,9 +19,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from submissions import turns
+from submissions.lifecycle import turns
 from submissions.models import Submission
-from submissions.teams import team_create
+from submissions.teams.services import team_create
 from tests.submissions.test_quota import stored
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +29,8 @@ Status = Submission.Status
 
 
 def rules_order(classes: Sequence[str]) -> list[int]:
-    """The fair order as the docstring of submissions/turns.py states it, computed in Python."""
+    """The fair order as the docstring of submissions/lifecycle/turns.py states it, computed in
+    Python."""
     every = Submission.objects.select_related("task")
     rows = [s for s in every if s.task.device_class_id in classes]
 

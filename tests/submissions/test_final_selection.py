@@ -14,8 +14,8 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from submissions.finals import SelectionRefused, submission_select
-from submissions.leaderboard import leaderboard_differences
+from submissions.boards.leaderboard import leaderboard_differences
+from submissions.lifecycle.finals import SelectionRefused, submission_select
 from submissions.models import Submission
 from tests.submissions.admin_support import task_change_data
 from tests.submissions.test_read_api import scored

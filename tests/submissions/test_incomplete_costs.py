@@ -13,14 +13,14 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from submissions import ranking
-from submissions.leaderboard import leaderboard_rebuild
+from submissions.boards import ranking
+from submissions.boards.leaderboard import leaderboard_rebuild
+from submissions.boards.ranking import Measures, Rule, judge
 from submissions.models import Submission
-from submissions.ranking import Measures, Rule, judge
-from submissions.ranking_models import RankingRule
+from submissions.models.ranking import RankingRule
 from tests.builders import data_dependent_matmul, digits_like
-from tests.evaluation.fleet_support import submit
 from tests.submissions.test_read_api import scored
+from tests.workers.fleet_support import submit
 
 PARTIAL = "MatMul × 71 left out, shape or operator unknown"
 SWIN_LIKE = {"ops": {"MatMul": 71, "Add": 12}, "unknown_shapes": 300}  # an old Swin-T export

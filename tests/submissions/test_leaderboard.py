@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from submissions.selectors import leaderboard
+from submissions.lifecycle.selectors import leaderboard
 from tests.submissions.test_read_api import scored
 
 pytestmark = pytest.mark.django_db

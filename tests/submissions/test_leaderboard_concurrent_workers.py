@@ -14,10 +14,17 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
-from submissions.leaderboard import leaderboard_differences
-from submissions.selectors import leaderboard
-from submissions.services import submission_succeed
-from tests.evaluation.fleet_support import (
+from submissions.boards.leaderboard import leaderboard_differences
+from submissions.lifecycle.selectors import leaderboard
+from submissions.lifecycle.services import submission_succeed
+from tests.submissions.test_leaderboard_read_models import (
+    assert_in_step,
+    boards_refreshed,
+    result,
+    running,
+)
+from tests.submissions.test_read_api import scored
+from tests.workers.fleet_support import (
     fast_model,
     final,
     online_workers,
@@ -26,13 +33,6 @@ from tests.evaluation.fleet_support import (
     submit,
     wait_for,
 )
-from tests.submissions.test_leaderboard_read_models import (
-    assert_in_step,
-    boards_refreshed,
-    result,
-    running,
-)
-from tests.submissions.test_read_api import scored
 
 _ = start_worker  # a fixture, used by name
 QUICK_TIMING = {"min_time_s": 0, "min_batches": 1, "passes": 1}

@@ -15,23 +15,23 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from evaluation import jobs, recovery
-from submissions import leaderboard as leaderboard_module
-from submissions.board_cache import board_version
-from submissions.leaderboard import (
+from submissions.boards import leaderboard as leaderboard_module
+from submissions.boards.cache import board_version
+from submissions.boards.leaderboard import (
     _entrant_slot,
     leaderboard_differences,
     leaderboard_drain,
     leaderboard_rebuild,
 )
-from submissions.leaderboard_models import LeaderboardPending
-from submissions.selectors import leaderboard, leaderboard_best_over_time
-from submissions.services import submission_succeed
+from submissions.lifecycle.selectors import leaderboard, leaderboard_best_over_time
+from submissions.lifecycle.services import submission_succeed
+from submissions.models.boards import LeaderboardPending
 from tests.builders import linear_classifier
-from tests.evaluation.fleet_support import fast_model, row, submit
 from tests.submissions.test_leaderboard_concurrent_workers import QUICK_TIMING
 from tests.submissions.test_leaderboard_read_models import assert_in_step, result, running
 from tests.submissions.test_read_api import scored
+from tests.workers.fleet_support import fast_model, row, submit
+from workers import jobs, recovery
 
 postgres_only = pytest.mark.skipif(
     connection.vendor != "postgresql",

@@ -15,8 +15,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from submissions import selectors
-from submissions.selectors import leaderboard_best_over_time
+from submissions.lifecycle import selectors
+from submissions.lifecycle.selectors import leaderboard_best_over_time
 from tests.submissions.test_read_api import scored
 
 pytestmark = pytest.mark.django_db

@@ -10,21 +10,21 @@ import pytest
 from django.utils import timezone
 
 from evaluation.runner import EvalResult
-from submissions.admin_services import (
+from submissions.admin.services import (
     submission_flag_set,
     task_leaderboard_freeze,
     task_leaderboard_set,
 )
-from submissions.leaderboard import leaderboard_differences, leaderboard_user_refresh
-from submissions.leaderboard_models import LeaderboardPending
-from submissions.models import Submission
-from submissions.selectors import (
+from submissions.boards.leaderboard import leaderboard_differences, leaderboard_user_refresh
+from submissions.lifecycle.selectors import (
     best_rows_computed,
     leaderboard,
     leaderboard_best_over_time,
     records_computed,
 )
-from submissions.services import submission_rerun, submission_start, submission_succeed
+from submissions.lifecycle.services import submission_rerun, submission_start, submission_succeed
+from submissions.models import Submission
+from submissions.models.boards import LeaderboardPending
 from tests.submissions.test_read_api import scored
 
 pytestmark = pytest.mark.django_db

@@ -9,16 +9,16 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from submissions.admin_services import submission_flag_set
-from submissions.leaderboard_models import LeaderboardEntry, LeaderboardRecord
-from submissions.models import Submission
-from submissions.selectors import leaderboard_best_over_time
-from submissions.services import (
+from submissions.admin.services import submission_flag_set
+from submissions.lifecycle.selectors import leaderboard_best_over_time
+from submissions.lifecycle.services import (
     submission_cancel,
     submission_rerun,
     submission_start,
     submission_succeed,
 )
+from submissions.models import Submission
+from submissions.models.boards import LeaderboardEntry, LeaderboardRecord
 from tests.submissions.test_leaderboard_read_models import result, running
 from tests.submissions.test_read_api import scored
 

@@ -13,8 +13,8 @@ from django.conf import settings as django_settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from evaluation.queues import class_queue, evaluation_redis
-from submissions import services
+from queueing.queues import class_queue, evaluation_redis
+from submissions.lifecycle import services
 from submissions.models import Submission
 from tests.builders import linear_classifier
 from tests.conftest import onnx_upload
@@ -107,7 +107,7 @@ def test_an_uploads_job_goes_to_redis_in_one_transaction(
 def test_the_uploads_one_read_of_the_entrant_is_served_by_the_quota_index(
     alice: Any, make_task: Any
 ) -> None:
-    from submissions.quotas import quota_and_duplicate
+    from submissions.lifecycle.quotas import quota_and_duplicate
 
     with connection.cursor() as cursor:  # what the database has (PostgreSQL or SQLite)
         present = set(connection.introspection.get_constraints(cursor, "submissions_submission"))
@@ -167,7 +167,7 @@ def test_the_submission_serializers_build_their_fields_once_per_class(
     extra field."""
     from rest_framework import serializers
 
-    from submissions.api_serializers import SubmissionDetailSerializer, SubmissionSerializer
+    from submissions.web.serializers import SubmissionDetailSerializer, SubmissionSerializer
 
     task = make_task()
     first, second = upload(alice, task, 1), upload(alice, task, 2)

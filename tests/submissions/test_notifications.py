@@ -17,21 +17,19 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
-from evaluation import recovery
-from evaluation.queues import evaluation_redis
-from evaluation.worker import worker_command
-from portal.accounts.models import NotificationPreference
-from submissions.leaderboard_models import LeaderboardPending
-from submissions.models import Notification, Submission, Webhook, WebhookDelivery
-from submissions.notifications import notification_dispatch
-from submissions.services import (
+from accounts.models import NotificationPreference
+from queueing.queues import evaluation_redis
+from submissions.lifecycle.services import (
     submission_cancel,
     submission_fail,
     submission_rerun,
     submission_start,
     submission_succeed,
 )
-from submissions.webhooks import SIGNATURE_HEADER, webhook_signature_valid
+from submissions.models import Notification, Submission, Webhook, WebhookDelivery
+from submissions.models.boards import LeaderboardPending
+from submissions.notifications.services import notification_dispatch
+from submissions.notifications.webhooks import SIGNATURE_HEADER, webhook_signature_valid
 from tests.submissions.notify_support import (
     notifications_queue,
     receiver,
@@ -40,6 +38,8 @@ from tests.submissions.notify_support import (
     running,
 )
 from tests.submissions.test_upload_redis_down import closed_port
+from workers import recovery
+from workers.worker import worker_command
 
 __all__ = ["notifications_queue", "receiver"]  # fixtures
 pytestmark = pytest.mark.django_db
@@ -89,7 +89,7 @@ def test_a_second_record_of_the_same_run_is_refused_and_the_transaction_carries_
     status change around it still commits."""
     from django.db import transaction
 
-    from submissions.notifications import notification_record
+    from submissions.notifications.services import notification_record
 
     submission = running(make_task(), carol)
     with transaction.atomic():
@@ -301,7 +301,7 @@ def test_redis_down_at_the_status_change_keeps_it_and_the_sweep_sends_the_mail_l
         settings.NOTIFICATIONS_QUEUE: {"URL": f"redis://127.0.0.1:{closed_port()}/0"},
     }
     submission = running(make_task(), carol)
-    with caplog.at_level(logging.WARNING, logger="submissions.notifications"):
+    with caplog.at_level(logging.WARNING, logger="submissions.notifications.services"):
         assert fail(submission, django_capture_on_commit_callbacks)
     assert Submission.objects.get(pk=submission.pk).status == "failed"
     assert "stays pending: Redis refused the enqueue" in caplog.text
@@ -402,7 +402,7 @@ def test_recovery_enqueues_a_notification_left_pending_and_the_notifier_sends_it
 def test_every_enqueue_of_a_process_shares_one_redis_client() -> None:
     """django_rq.get_connection opens a new pool, and a new TCP connection, per call: once per
     finished evaluation before the notifications reused the process's client."""
-    from submissions import notifications
+    from submissions.notifications import services as notifications
 
     assert notifications._queue().connection is notifications._queue().connection
     # The evaluation queue is on the same server: one client, so a work horse opens one

@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from submissions.admin_services import submission_flag_set
+from submissions.admin.services import submission_flag_set
 from submissions.models import Submission
 from tests.submissions.test_read_api import scored
 

@@ -15,11 +15,11 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from portal.accounts.services import api_token_create
+from accounts.services import api_token_create
+from submissions.lifecycle.quotas import quota_and_duplicate, quota_get
+from submissions.lifecycle.selectors import task_get_for_upload
 from submissions.models import Submission, Task
-from submissions.quotas import quota_and_duplicate, quota_get
-from submissions.selectors import task_get_for_upload
-from submissions.teams import team_create
+from submissions.teams.services import team_create
 from tests.builders import linear_classifier
 from tests.conftest import onnx_upload
 

@@ -1,4 +1,5 @@
-"""The ranking rule as pure code (submissions/ranking.py): orders, budgets, the composite score
+"""The ranking rule as pure code (submissions/boards/ranking.py): orders, budgets, the composite
+score
 against hand-computed values, what happens when a measure is missing, the Pareto front."""
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ import math
 import pytest
 
 from evaluation.metrics import Direction
-from submissions import ranking
-from submissions.ranking import Measures, Rule, judge, pareto_front, rule_errors
+from submissions.boards import ranking
+from submissions.boards.ranking import Measures, Rule, judge, pareto_front, rule_errors
 
 FAST_WEAK = Measures(0.70, {"p50": 1.0, "p95": 1.5}, parameters=1_000, flops=10_000)
 SLOW_STRONG = Measures(0.95, {"p50": 40.0, "p95": 50.0}, parameters=1_000_000, flops=9_000_000)

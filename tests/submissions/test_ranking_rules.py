@@ -17,13 +17,13 @@ from django.core.management import call_command
 from django.db import transaction
 from django.test import Client
 
-from submissions import display
-from submissions.admin_services import leaderboard_top_retime
-from submissions.leaderboard import leaderboard_differences, leaderboard_rebuild
+from submissions.admin.services import leaderboard_top_retime
+from submissions.boards import display
+from submissions.boards.leaderboard import leaderboard_differences, leaderboard_rebuild
+from submissions.lifecycle.services import submission_rerun
+from submissions.lifecycle.turns import RERUN_PRIORITY
 from submissions.models import Submission
-from submissions.ranking_models import RankingRule
-from submissions.services import submission_rerun
-from submissions.turns import RERUN_PRIORITY
+from submissions.models.ranking import RankingRule
 from tests.submissions.test_admin import task_form
 from tests.submissions.test_read_api import scored
 

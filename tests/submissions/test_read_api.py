@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from submissions.leaderboard import leaderboard_submissions_changed
+from submissions.boards.leaderboard import leaderboard_submissions_changed
 from submissions.models import Submission
 
 pytestmark = pytest.mark.django_db

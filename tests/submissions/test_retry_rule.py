@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from evaluation import recovery
-from evaluation.worker import EvaluationWorker
-from submissions import services
+from submissions.lifecycle import services
+from submissions.lifecycle.quotas import quota_get
 from submissions.models import Submission
-from submissions.quotas import quota_get
-from tests.evaluation.fleet_support import fast_model, submit
+from tests.workers.fleet_support import fast_model, submit
+from workers import recovery
+from workers.worker import EvaluationWorker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SIGKILLED = 9

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from submissions.lifecycle.selectors import leaderboard
 from submissions.models import Submission, Task
-from submissions.selectors import leaderboard
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -10,9 +10,9 @@ import pytest
 
 from evaluation.costs import SHAPES_OBSERVED, StaticCosts
 from evaluation.runner import EvalResult
-from submissions import services
-from submissions.leaderboard_models import LeaderboardPending
+from submissions.lifecycle import services
 from submissions.models import Notification, Submission
+from submissions.models.boards import LeaderboardPending
 from tests.submissions.notify_support import result, running
 
 pytestmark = pytest.mark.django_db

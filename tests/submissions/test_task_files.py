@@ -20,8 +20,8 @@ from django.test import Client
 from evaluation.inspect import inspect_model
 from submissions.demo import datasets
 from submissions.models import Task
-from submissions.task_file_models import TaskFile
-from submissions.task_files import task_file_publish
+from submissions.models.task_files import TaskFile
+from submissions.tasks.files import task_file_publish
 from tests.submissions.admin_support import task_change_data
 
 pytestmark = pytest.mark.django_db

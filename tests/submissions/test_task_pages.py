@@ -15,9 +15,9 @@ from django.utils import timezone
 from onnx import TensorProto, helper
 
 from evaluation.inspect import ModelRejected, inspect_model, runtime_limits
-from submissions.markup import markdown_html
 from submissions.models import Submission
-from submissions.task_pages import export_snippet
+from submissions.tasks.markup import markdown_html
+from submissions.tasks.pages import export_snippet
 from tests.builders import digits_like
 
 pytestmark = pytest.mark.django_db

@@ -17,13 +17,12 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from portal.accounts.services import api_token_create
-from submissions.api_serializers import LeaderboardRowSerializer
+from accounts.services import api_token_create
+from submissions.lifecycle.quotas import quota_get, team_id_of
+from submissions.lifecycle.selectors import leaderboard, submissions_of
 from submissions.models import Submission, Team
 from submissions.models import TeamInvite as TeamInviteModel
-from submissions.quotas import quota_get, team_id_of
-from submissions.selectors import leaderboard, submissions_of
-from submissions.teams import (
+from submissions.teams.services import (
     TeamRefused,
     team_create,
     team_disband,
@@ -32,6 +31,7 @@ from submissions.teams import (
     team_leave,
     team_member_remove,
 )
+from submissions.web.serializers import LeaderboardRowSerializer
 from tests.submissions.test_leaderboard_read_models import assert_in_step
 from tests.submissions.test_quota import model_bytes
 from tests.submissions.test_read_api import scored as scored_alone
@@ -282,7 +282,7 @@ def test_an_upload_that_waited_for_a_join_counts_for_the_team_it_joined(
     import psycopg2
     from django.db import connections
 
-    from submissions.services import submission_create
+    from submissions.lifecycle.services import submission_create
     from tests.conftest import onnx_upload
 
     team = team_create(user=alice, task=team_task, name="Lab A")

@@ -1,4 +1,5 @@
-"""Fair turns (submissions/turns.py) look up each queued submission's entrant's latest start
+"""Fair turns (submissions/lifecycle/turns.py) look up each queued submission's entrant's latest
+start
 before every job a worker takes; two partial indexes, newest start first, serve that look-up.
 Without them, 200 queued submissions of one user took 6.4 ms of PostgreSQL per pick (a bitmap
 scan of all the user's rows for each queued one); with them 0.4 ms."""

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from evaluation import recovery
 from submissions.models import Submission
 from tests.conftest import onnx_upload
-from tests.evaluation.fleet_support import fast_model, submit
+from tests.workers.fleet_support import fast_model, submit
+from workers import recovery
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,7 +44,7 @@ def test_an_upload_while_redis_is_down_is_kept_whole_and_queued_by_recovery_late
     task = make_task()
     client = APIClient()
     client.force_authenticate(alice)
-    with caplog.at_level(logging.WARNING, logger="submissions.services"):
+    with caplog.at_level(logging.WARNING, logger="submissions.lifecycle.services"):
         response = client.post(
             "/api/submissions/",
             {"task": task.slug, "file": onnx_upload(fast_model())},
@@ -56,7 +56,7 @@ def test_an_upload_while_redis_is_down_is_kept_whole_and_queued_by_recovery_late
     stored = Submission.objects.get(pk=response.json()["id"])
     assert stored.status == "queued" and stored.job_id == ""
     assert stored.model_file.storage.exists(stored.model_file.name)  # the file stayed with it
-    (record,) = [r for r in caplog.records if r.name == "submissions.services"]
+    (record,) = [r for r in caplog.records if r.name == "submissions.lifecycle.services"]
     assert record.levelno == logging.WARNING
     assert f"submission {stored.pk} stays queued without a job" in record.getMessage()
 
@@ -81,10 +81,10 @@ def test_a_cancel_while_redis_is_down_stands_and_answers_normally(
     client = APIClient()
     client.force_authenticate(alice)
 
-    with caplog.at_level(logging.WARNING, logger="submissions.services"):
+    with caplog.at_level(logging.WARNING, logger="submissions.lifecycle.services"):
         response = client.post(f"/api/submissions/{submission.pk}/cancel/")
 
     assert response.status_code == 200, response.content
     assert Submission.objects.get(pk=submission.pk).status == "cancelled"
-    (record,) = [r for r in caplog.records if r.name == "submissions.services"]
+    (record,) = [r for r in caplog.records if r.name == "submissions.lifecycle.services"]
     assert record.getMessage().startswith(f"could not stop job {job_id} of a cancelled submission")

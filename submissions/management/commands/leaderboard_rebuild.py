@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from submissions.leaderboard import leaderboard_differences, leaderboard_rebuild
+from submissions.boards.leaderboard import leaderboard_differences, leaderboard_rebuild
 from submissions.models import Task
 
 

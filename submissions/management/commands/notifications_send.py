@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from submissions.notifications import notifications_sweep
+from submissions.notifications.services import notifications_sweep
 
 
 class Command(BaseCommand):

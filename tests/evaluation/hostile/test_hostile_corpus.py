@@ -49,7 +49,7 @@ def test_every_hostile_upload_gets_its_own_message_and_a_good_model_still_scores
     # 37 uploads in a row: above the hourly upload rate limit, which has tests of its own.
     settings.RATE_LIMITS = {**settings.RATE_LIMITS, "uploads": "1000/hour"}
     arrays = digits_like(n=100, seed=5)
-    # A GPU-class task never reaches this CPU worker: tests/evaluation/test_device_queues.py.
+    # A GPU-class task never reaches this CPU worker: tests/workers/test_device_queues.py.
     limits = dict(
         time_limit_s=TIME_LIMIT_S,
         max_model_bytes=200_000,

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from django.db import connection
 
-from submissions.leaderboard import leaderboard_differences
-from submissions.leaderboard_models import LeaderboardPending
+from submissions.boards.leaderboard import leaderboard_differences
+from submissions.lifecycle.selectors import leaderboard
 from submissions.models import Submission
-from submissions.selectors import leaderboard
+from submissions.models.boards import LeaderboardPending
 from tests.builders import linear_classifier
 from tests.evaluation.hostile.models import endless_loop
 from tests.evaluation.hostile.test_hostile_corpus import client_for, upload

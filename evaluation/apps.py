@@ -1,8 +1,0 @@
-from __future__ import annotations
-
-from django.apps import AppConfig
-
-
-class EvaluationConfig(AppConfig):
-    name = "evaluation"
-    verbose_name = "Evaluation workers"

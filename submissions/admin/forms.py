@@ -1,0 +1,427 @@
+"""The operator's task form: the dataset .npz is checked against the task before it is saved,
+so a task can never point workers at data they would fail on. Nothing typed into it can fail
+with a 500: shapes are parsed here (``ShapeField``), sizes are typed in MB, and a dataset that
+was uploaded with a form that failed elsewhere is kept for the next attempt."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+from django import forms
+from django.core.exceptions import ValidationError
+from django.urls import reverse
+
+from evaluation.metrics import FAMILIES, get_metric
+from submissions.admin.services import (
+    dataset_pending_discard,
+    dataset_pending_open,
+    dataset_pending_save,
+)
+from submissions.models import Task
+
+SPLIT_VALUES = {"public", "private"}
+MAX_DIMENSIONS = 8
+MAX_DIMENSION = 2**31 - 1  # what ONNX runtimes index with; a larger dimension is a typo
+MB = 1024 * 1024
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)  # as the operator would type it
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
+def shape_parse(raw: Any, *, example: str) -> list[int]:
+    """A shape typed by an operator as a list of positive integers, or a ValidationError
+    saying what is wrong with it. ``raw``: the form's text, or an already parsed value."""
+    hint = f"Write it as a list of positive whole numbers, e.g. {example}."
+    if isinstance(raw, str):
+        if not raw.strip():
+            raise ValidationError(f"The shape is empty. {hint}")
+        try:
+            raw = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise ValidationError(f"{_shown(raw)} is not a list. {hint}") from None
+    if not isinstance(raw, list):
+        raise ValidationError(f"{_shown(raw)} is not a list. {hint}")
+    if not raw:
+        raise ValidationError(f"The shape needs at least one dimension. {hint}")
+    if len(raw) > MAX_DIMENSIONS:
+        raise ValidationError(f"{len(raw)} dimensions; at most {MAX_DIMENSIONS} are allowed.")
+    for position, dim in enumerate(raw, start=1):
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise ValidationError(
+                f"Dimension {position} is {_shown(dim)}, not a whole number. {hint}"
+            )
+        if dim < 1:
+            raise ValidationError(f"Dimension {position} is {dim}; every dimension is at least 1.")
+        if dim > MAX_DIMENSION:
+            raise ValidationError(
+                f"Dimension {position} is {_shown(dim)}; at most {MAX_DIMENSION} is allowed."
+            )
+    return raw
+
+
+class ShapeField(forms.Field):
+    """A per-sample shape in a text box, ``[3, 224, 224]``; never raises anything but a
+    ValidationError, whatever is typed."""
+
+    widget = forms.TextInput
+
+    def __init__(self, *, example: str, **kwargs: Any) -> None:
+        self.example = example
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> list[int] | None:
+        if value in self.empty_values:
+            return None
+        return shape_parse(value, example=self.example)
+
+    def prepare_value(self, value: Any) -> Any:
+        return value if isinstance(value, str) else json.dumps(value)
+
+
+# What each metric family reads from the dataset's 'targets' (evaluation/metrics.py).
+TARGET_FORMATS = {
+    "classification": "integer class labels, shape [N], each in 0..C-1 where the output "
+    "shape is [C]",
+    "regression": "floats of shape [N, *output shape], all finite",
+    "depth": "floats of shape [N, *output shape] (e.g. [N, H, W] for output [H, W]); only "
+    "pixels whose target is positive and finite are scored (an image with none is skipped)",
+}
+
+
+def metric_help() -> str:
+    lines = [
+        f"{family} ({', '.join(keys)}): 'targets' are {TARGET_FORMATS[family]}."
+        for family, keys in FAMILIES.items()
+    ]
+    return " ".join(lines)
+
+
+def _load_npz(upload: Any) -> dict[str, np.ndarray]:
+    upload.seek(0)
+    try:
+        with np.load(upload, allow_pickle=False) as npz:
+            return {key: npz[key] for key in npz.files}
+    except (ValueError, OSError, zipfile.BadZipFile) as exc:
+        raise ValidationError(f"Not a readable .npz file without pickled objects: {exc}") from exc
+    finally:
+        upload.seek(0)
+
+
+def _check_inputs(inputs: np.ndarray, *, input_shape: list[int], dtype: str) -> None:
+    if list(inputs.shape[1:]) != [int(d) for d in input_shape]:
+        raise ValidationError(
+            f"'inputs' has per-sample shape {list(inputs.shape[1:])} but the task says "
+            f"{list(input_shape)}."
+        )
+    if inputs.dtype != np.dtype(dtype):
+        raise ValidationError(f"'inputs' has dtype {inputs.dtype} but the task says {dtype}.")
+
+
+def _check_targets(targets: np.ndarray, *, rows: int, metric: str, output_shape: list[int]) -> None:
+    if len(targets) != rows:
+        raise ValidationError(f"'targets' has {len(targets)} rows but 'inputs' has {rows}.")
+    if get_metric(metric).family == "classification":
+        if targets.ndim != 1 or not np.issubdtype(targets.dtype, np.integer):
+            raise ValidationError("'targets' must be one integer class label per row.")
+        classes = int(output_shape[-1]) if output_shape else 0
+        if targets.size and (targets.min() < 0 or targets.max() >= classes):
+            raise ValidationError(f"'targets' has labels outside 0..{classes - 1}.")
+        return
+    if list(targets.shape[1:]) != [int(d) for d in output_shape]:
+        raise ValidationError(
+            f"'targets' has per-sample shape {list(targets.shape[1:])} but the task's output "
+            f"is {list(output_shape)}."
+        )
+    if not np.issubdtype(targets.dtype, np.floating):
+        raise ValidationError(f"'targets' must be floating point, not {targets.dtype}.")
+    finite = np.isfinite(targets)
+    if get_metric(metric).family == "regression" and not finite.all():
+        raise ValidationError(
+            "'targets' contain NaN or infinite values; regression needs all finite."
+        )
+    if get_metric(metric).family == "depth" and not (finite & (targets > 0)).any():
+        raise ValidationError("'targets' have no positive finite depth anywhere: nothing to score.")
+
+
+def _check_split(split: np.ndarray, *, rows: int) -> None:
+    if split.shape != (rows,):
+        raise ValidationError(f"'split' must have one entry per row ({rows}), not {split.shape}.")
+    if split.dtype.kind not in "US":
+        raise ValidationError("'split' must hold the strings 'public' and 'private'.")
+    values = set(split.astype(str).tolist())
+    if not values <= SPLIT_VALUES:
+        raise ValidationError(
+            f"'split' may only say public or private, not {sorted(values - SPLIT_VALUES)}."
+        )
+    if "public" not in values:
+        raise ValidationError("'split' has no public rows: the public leaderboard would be empty.")
+
+
+@dataclass(frozen=True)
+class DatasetSummary:
+    """What an operator checks after an upload: how many rows, how they split, what they hold."""
+
+    rows: int
+    public: int
+    private: int
+    inputs: str  # e.g. "[1, 8, 8] float32"
+    targets: str  # "10 classes (labels 0..9)" or "per-sample [8, 8] float32"
+
+    def __str__(self) -> str:
+        split = f"{self.public} public, {self.private} private"
+        return f"{self.rows} rows ({split}); inputs {self.inputs}; targets {self.targets}."
+
+
+def dataset_summarize(arrays: dict[str, np.ndarray], *, metric: str) -> DatasetSummary:
+    inputs, targets = arrays["inputs"], arrays["targets"]
+    rows = len(inputs)
+    split = arrays.get("split")
+    public = rows if split is None else int((split.astype(str) == "public").sum())
+    if get_metric(metric).family == "classification" and targets.size:
+        labels = np.unique(targets)
+        described = f"{len(labels)} classes (labels {labels.min()}..{labels.max()})"
+    else:
+        described = f"per-sample {list(targets.shape[1:])} {targets.dtype}"
+    return DatasetSummary(
+        rows, public, rows - public, f"{list(inputs.shape[1:])} {inputs.dtype}", described
+    )
+
+
+def dataset_summary_read(file: Any, *, metric: str) -> str:
+    """The summary of a stored dataset for the task's change page; a reason, never an error."""
+    try:
+        with file.open("rb") as stored:
+            return str(dataset_summarize(_load_npz(stored), metric=metric))
+    except (ValidationError, OSError, KeyError, ValueError) as exc:
+        return f"Could not read the dataset: {exc}"
+
+
+def dataset_validate(
+    upload: Any, *, input_shape: list[int], dtype: str, metric: str, output_shape: list[int]
+) -> DatasetSummary:
+    """Check a task dataset against the task; returns its summary."""
+    arrays = _load_npz(upload)
+    missing = {"inputs", "targets"} - arrays.keys()
+    if missing:
+        raise ValidationError(
+            f"The .npz lacks {', '.join(sorted(missing))}; it has {sorted(arrays)}."
+        )
+    extra = arrays.keys() - {"inputs", "targets", "split"}
+    if extra:
+        raise ValidationError(f"Unexpected arrays in the .npz: {sorted(extra)}.")
+    inputs = arrays["inputs"]
+    if inputs.ndim < 1 or len(inputs) == 0:
+        raise ValidationError("'inputs' has no rows.")
+    _check_inputs(inputs, input_shape=input_shape, dtype=dtype)
+    _check_targets(arrays["targets"], rows=len(inputs), metric=metric, output_shape=output_shape)
+    if "split" in arrays:
+        _check_split(arrays["split"], rows=len(inputs))
+    return dataset_summarize(arrays, metric=metric)
+
+
+class _StoredFile:
+    """A stored file as the file widget shows it: its name, linked to a staff-only view
+    (storage's own URL is /media/, which nothing serves)."""
+
+    def __init__(self, name: str, url: str) -> None:
+        self.name, self.url = name, url
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class StaffFileInput(forms.ClearableFileInput):
+    def __init__(self, *, url: str) -> None:
+        super().__init__()
+        self.url = url
+
+    def format_value(self, value: Any) -> Any:
+        return _StoredFile(str(value), self.url) if value else None
+
+
+class TaskAdminForm(forms.ModelForm):
+    # Asked with a dataset upload (submissions/tasks/datasets.py: task_dataset_replace).
+    dataset_note = forms.CharField(
+        required=False,
+        max_length=500,
+        label="What changed in the dataset",
+        help_text="Kept with the new dataset version, for operators.",
+    )
+    rescore = forms.BooleanField(
+        required=False,
+        label="Re-score every ranked submission on the new dataset",
+        help_text="When you replace the dataset: results on the old one leave the board at once; "
+        "ticked, every ranked submission is queued again (behind new uploads, not charged to "
+        "quotas) and comes back with its new result. Unticked, the board starts empty.",
+    )
+
+    final_selections = forms.IntegerField(
+        min_value=0,
+        max_value=100,
+        required=False,
+        label="Final selections",
+        help_text=Task._meta.get_field("final_selections").help_text,
+    )
+
+    def clean_final_selections(self) -> int:
+        return self.cleaned_data.get("final_selections") or 0  # left empty: no selection
+
+    max_team_size = forms.IntegerField(
+        min_value=1,
+        max_value=100,
+        required=False,
+        label="Maximum team size",
+        help_text=Task._meta.get_field("max_team_size").help_text,
+    )
+
+    def clean_max_team_size(self) -> int:
+        return self.cleaned_data.get("max_team_size") or 1  # left empty: no teams
+
+    input_shape = ShapeField(
+        example="[3, 224, 224]", help_text="Per-sample input shape, e.g. [3, 224, 224]."
+    )
+    output_shape = ShapeField(
+        example="[1000]",
+        help_text="Per-sample output shape: [C] for C classes, e.g. [1000]; [H, W] for depth.",
+    )
+    max_model_mb = forms.DecimalField(
+        label="Max model size (MB)",
+        min_value=Decimal("0.01"),
+        max_value=Decimal(1024 * 1024),
+        decimal_places=2,
+        initial=Decimal(200),
+        help_text="The largest .onnx file accepted, in MB (1 MB = 1,048,576 bytes).",
+    )
+    # A dataset uploaded with a form that failed elsewhere, kept in storage for the next try.
+    dataset_pending = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    class Meta:
+        model = Task
+        fields = [
+            "title",
+            "slug",
+            "description",
+            "is_hidden",
+            "dataset",
+            "batch_size",
+            "input_shape",
+            "input_dtype",
+            "output_shape",
+            "metric",
+            "time_limit_s",
+            "submissions_per_day",
+            "submissions_total",
+            "device_class",
+            "queued_per_user",
+            "timing",
+            "opens_at",
+            "closes_at",
+            "leaderboard",
+            "leaderboard_frozen_at",
+            "private_revealed",
+            "overview",
+            "rules",
+            "evaluation_notes",
+            "timeline_notes",
+            "private_reveal_at",
+            "final_selections",
+            "max_team_size",
+            "team_merge_deadline",
+        ]
+
+    summary: DatasetSummary | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["metric"].help_text = metric_help()
+        if self.instance.pk:
+            self.fields["max_model_mb"].initial = _megabytes(self.instance.max_model_bytes)
+            url = reverse("admin:submissions_task_dataset", args=[self.instance.pk])
+            self.fields["dataset"].widget = StaffFileInput(url=url)
+        kept = dataset_pending_open(self.data.get("dataset_pending", "")) if self.data else None
+        if kept is not None and not self.files.get("dataset"):
+            files: Any = self.files.copy()
+            files["dataset"] = kept
+            self.files = files
+            self._say_kept(kept.name)
+
+    def _say_kept(self, name: str | None) -> None:
+        text = f"Kept from your last attempt: {name}. Choose another file to replace it."
+        self.fields["dataset"].help_text = text
+        self["dataset"].help_text = text  # the bound field copied it when the form was cleaned
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("max_model_mb") is not None:
+            self.instance.max_model_bytes = int(cleaned["max_model_mb"] * MB)
+        metric, output_shape = cleaned.get("metric"), cleaned.get("output_shape")
+        classification = metric and get_metric(metric).family == "classification"
+        if classification and output_shape and len(output_shape) != 1:
+            self.add_error("output_shape", "A classification output is [C], one score per class.")
+            return cleaned
+        dataset = cleaned.get("dataset")
+        changed = "dataset" in self.changed_data or any(
+            name in self.changed_data
+            for name in ("input_shape", "input_dtype", "output_shape", "metric")
+        )
+        needed = ("input_shape", "input_dtype", "output_shape", "metric")
+        if dataset and changed and all(cleaned.get(name) is not None for name in needed):
+            try:
+                self.summary = dataset_validate(
+                    dataset,
+                    input_shape=cleaned["input_shape"],
+                    dtype=cleaned["input_dtype"],
+                    metric=cleaned["metric"],
+                    output_shape=cleaned["output_shape"],
+                )
+            except ValidationError as exc:
+                self.add_error("dataset", exc)
+        return cleaned
+
+    def dataset_pending_done(self) -> None:
+        """After the save: the kept file (if any) is in the task's storage now; drop it."""
+        kept: Any = self.files.get("dataset")
+        if getattr(kept, "kept", False):
+            kept.close()
+        dataset_pending_discard(self.cleaned_data.get("dataset_pending", ""))
+
+    def _post_clean(self) -> None:  # type: ignore[misc]  # the stubs lack ModelForm's own
+        super()._post_clean()  # type: ignore[misc]
+        upload: Any = self.files.get("dataset")
+        if self.errors and _fresh_upload(upload):
+            # The operator fixes the other fields without choosing the file again.
+            data: Any = self.data.copy()  # type: ignore[attr-defined]  # a QueryDict
+            data["dataset_pending"] = dataset_pending_save(upload)
+            self.data = data
+            self._say_kept(upload.name)
+
+
+def _fresh_upload(upload: Any) -> bool:
+    """An upload from this request (not one kept from an earlier attempt)."""
+    return upload is not None and not getattr(upload, "kept", False)
+
+
+def _megabytes(size: int) -> Decimal:
+    return (Decimal(size) / MB).quantize(Decimal("0.01")).normalize()
+
+
+class AdminUploadForm(forms.Form):
+    """The operator's "Add submission": a model for a task, uploaded through the same service
+    as the participants'; a display name makes it a baseline, a board row of its own."""
+
+    task = forms.ModelChoiceField(queryset=Task.objects.order_by("title"))
+    file = forms.FileField(label="ONNX model")
+    display_name = forms.CharField(
+        max_length=100,
+        required=False,
+        help_text="Shown on the leaderboard instead of your username, e.g. 'ResNet-18 "
+        "baseline'. With a name the upload is a baseline; leave it empty for a plain entry.",
+    )
+    description = forms.CharField(max_length=500, required=False)

@@ -1,0 +1,304 @@
+"""What pages show, computed from rows: charts, CSV rows, advice for a failure. No queries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils import timezone
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import SafeString, mark_safe
+
+from evaluation.inspect import runtime_limits
+from submissions.boards import ranking
+from submissions.boards.cells import PageRow, format_latency
+from submissions.boards.charts import Chart, line_chart, scatter_chart, step_chart
+from submissions.boards.row import COLUMNS, Column, LeaderboardRow, PageCell, page_cells
+from submissions.lifecycle.selectors import ScoreRecord, SpeedPoint
+from submissions.models import Submission, Task
+
+
+def best_score_chart(records: Sequence[ScoreRecord]) -> Chart | None:
+    def when(record: ScoreRecord) -> str:
+        return timezone.localtime(record.at).strftime("%Y-%m-%d %H:%M")
+
+    return step_chart(
+        [r.at.timestamp() for r in records],
+        [r.score for r in records],
+        [f"{when(r)} · {r.score:.4f} · {r.username}" for r in records],
+        (when(records[0]), timezone.localtime().strftime("%Y-%m-%d %H:%M"))
+        if records
+        else ("", ""),
+    )
+
+
+def _range(start: Any, end: Any, unit: str) -> str:
+    if start is None and end is None:
+        return ""
+    if start == end or end is None:
+        return f"{start} {unit}"
+    return f"{start} → {end} {unit}"
+
+
+def timing_facts(submission: Submission) -> list[tuple[str, str]]:
+    """How the model was timed, as (label, value) pairs for the submission page."""
+    timing = submission.timing or {}
+    if not timing:
+        return []
+    c = timing.get("conditions", {})
+    start, end = c.get("start", {}), c.get("end", {})
+    protocol = timing.get("protocol", {})
+    exclusive = (
+        "the device was held exclusively"
+        if timing.get("exclusive")
+        else "timed without exclusivity (the device's lock was not free in time)"
+    )
+    facts = [
+        (
+            "Timing",
+            f"{timing.get('batches', 0):,} batches in {protocol.get('passes', '?')} passes "
+            f"over {timing.get('duration_s', 0):.2f} s; {exclusive}",
+        ),
+        ("Device class", c.get("device_class", "")),
+        ("Device", c.get("gpu_name") or c.get("device_name") or c.get("cpu_model", "")),
+        ("Driver / CUDA", " / ".join(v for v in (c.get("driver"), c.get("cuda_driver")) if v)),
+        (
+            "Built with",
+            " ".join(
+                f"{name} {c[key]}"
+                for name, key in (
+                    ("onnxruntime", "onnxruntime"),
+                    ("CUDA", "cuda_build"),
+                    ("cuDNN", "cudnn_build"),
+                )
+                if c.get(key)
+            ),
+        ),
+        ("SM clock", _range(start.get("sm_clock_mhz"), end.get("sm_clock_mhz"), "MHz")),
+        ("Memory clock", _range(start.get("memory_clock_mhz"), end.get("memory_clock_mhz"), "MHz")),
+        ("Temperature", _range(start.get("temperature_c"), end.get("temperature_c"), "°C")),
+        ("CPU clock", _range(start.get("cpu_mhz"), end.get("cpu_mhz"), "MHz")),
+        ("Load (1 min)", _range(start.get("load_1m"), end.get("load_1m"), "")),
+    ]
+    return [(label, value.strip()) for label, value in facts if value and value.strip()]
+
+
+def latency_chart(submission: Submission) -> Chart | None:
+    latencies = [float(v) for v in submission.batch_latencies_ms or []]
+    return line_chart(
+        latencies, [f"batch {i + 1}: {format_latency(v)}" for i, v in enumerate(latencies)]
+    )
+
+
+def leaderboard_csv_rows(
+    *,
+    task: Task,
+    rule: ranking.Rule,
+    rows: Sequence[LeaderboardRow],
+    columns: Sequence[Column] = COLUMNS,
+) -> Iterator[list[object]]:
+    """Header then one line per user, ranked first, then those outside the rule (no rank, with
+    the reason): the columns of ``board_row.COLUMNS``, every metric of the board in its own
+    column. Latencies are ms per batch at full precision; the page rounds, the CSV does not."""
+    metric_names = sorted({name for row in rows for name in row.metrics})
+    names = {
+        "metric": task.metric,
+        "direction": task.direction.word,
+        "rule": rule.kind,
+    }
+    header: list[object] = []
+    for column in columns:
+        header += metric_names if column.key == "metrics" else [column.csv_header.format(**names)]
+    yield header
+    for row in rows:
+        line: list[object] = []
+        for column in columns:
+            value = column.value(row)
+            if column.key == "metrics":
+                line += [value.get(name, "") for name in metric_names]
+            else:
+                line.append(column.csv(value) if column.csv else value)
+        yield line
+
+
+def _load_advice() -> str:
+    """From the same limits the upload check applies, so the advice never drifts from it."""
+    max_ir, max_opset = runtime_limits()
+    return (
+        "Check the file loads with onnxruntime locally, with opset ≤ "
+        f"{max_opset} and IR version ≤ {max_ir}."
+    )
+
+
+# What the submitter can do about a failure, keyed by a phrase of the runner's message.
+_ADVICE: list[tuple[str, str | Callable[[], str]]] = [
+    ("time limit", "Make the model faster (fewer or cheaper operators) and submit again."),
+    ("output has shape", "Make the first output [batch, *the task's output shape]."),
+    ("numeric tensor", "Make the first output a numeric tensor (float32 is safest)."),
+    (
+        "nan or infinity",
+        "Look for divisions by zero, log of zero or overflow; clip or add an epsilon.",
+    ),
+    ("could not load", _load_advice),
+    ("cannot be scored", "Check the output holds what the metric expects (e.g. class scores)."),
+    ("failed while running", "Run the model locally on a batch of the task's shape to see why."),
+]
+
+
+def failure_advice(submission: Submission) -> str:
+    if submission.failed_by_system:
+        return "This failure was not your model's fault and does not count in your quota."
+    message = submission.error_message.lower()
+    for phrase, advice in _ADVICE:
+        if phrase.lower() in message:
+            return advice if isinstance(advice, str) else advice()
+    return "Fix what the message says, check the model locally with onnxruntime, and resubmit."
+
+
+@dataclass(frozen=True)
+class BoardColumn:
+    key: str  # the name ``?sort=`` gives it; "" when the page cannot sort by it
+    label: str
+    next_dir: str  # what clicking the header asks for
+    aria_sort: str  # "ascending", "descending" or "none"
+    numeric: bool
+
+
+def _shown(rule: ranking.Rule, columns: Sequence[Column]) -> list[tuple[Column, PageCell]]:
+    """The page's columns under this rule, left to right."""
+    return [
+        (column, cell)
+        for column, cell in page_cells(columns)
+        if rule.kind == ranking.COMPOSITE or not cell.composite_only
+    ]
+
+
+def board_columns(
+    *,
+    task: Task,
+    rule: ranking.Rule,
+    sort: str,
+    descending: bool,
+    columns: Sequence[Column] = COLUMNS,
+) -> list[BoardColumn]:
+    """The page's headers; the score's first click goes best-first in the metric's direction."""
+    best_first = "desc" if task.direction.best_first_descending else "asc"
+    headers = []
+    for _, cell in _shown(rule, columns):
+        label = cell.label.format(metric=task.metric_label, arrow=task.direction.arrow)
+        if cell.sort and cell.sort == sort:
+            next_dir = "asc" if descending else "desc"
+            aria = "descending" if descending else "ascending"
+        else:
+            next_dir = best_first if cell.first_dir == "best" else cell.first_dir
+            aria = "none"
+        headers.append(BoardColumn(cell.sort, label, next_dir, aria, cell.numeric))
+    return headers
+
+
+def _td_open(cell: PageCell) -> str:
+    return format_html('<td class="{}">', cell.css) if cell.css else "<td>"
+
+
+def _row_html(at: PageRow, shown: Sequence[tuple[Column, PageCell, str]]) -> SafeString:
+    """One <tr>: a cell per shown column, its content escaped unless built as HTML."""
+    s = at.row.submission
+    flags = (("mine", at.mine), ("baseline", s.is_baseline), ("unranked", not at.row.ranked))
+    classes = " ".join(css for css, on in flags if on)
+    tds = "".join(
+        f"{td_open}{conditional_escape(cell.html(column.value(at.row), at))}</td>"
+        for column, cell, td_open in shown
+    )
+    return format_html(
+        '<tr class="{}" data-user="{}">{}</tr>', classes, s.user.username, mark_safe(tds)
+    )
+
+
+def leaderboard_rows_html(
+    *,
+    task: Task,
+    rule: ranking.Rule,
+    rows: Sequence[tuple[bool, LeaderboardRow]],
+    own_submission_id: int | None,
+    by_rank: bool = True,
+    columns: Sequence[Column] = COLUMNS,
+) -> SafeString:
+    """The board's <tr>s, with a divider above the first entry outside the rule when sorted by
+    rank. Built here rather than in the template, which was a large part of the page's time;
+    every value is escaped the same way the template would."""
+    shown = [(column, cell, _td_open(cell)) for column, cell in _shown(rule, columns)]
+    width = len(shown)
+    parts: list[str] = []
+    ranked_before = False
+    for pinned, row in rows:
+        if pinned:
+            parts.append(f'<tr class="gap" aria-hidden="true"><td colspan="{width}">⋯</td></tr>')
+        elif by_rank and not row.ranked and (ranked_before or not parts):
+            parts.append(
+                f'<tr class="gap unranked-gap"><td colspan="{width}">Not ranked under this '
+                "task's rule (the reason is under each name)</td></tr>"
+            )
+        ranked_before = row.ranked
+        # "you": the viewer's own row, or their team's whoever uploaded its best entry
+        mine = row.submission.pk == own_submission_id
+        parts.append(_row_html(PageRow(task, rule, row, mine), shown))
+    return mark_safe("\n".join(parts))  # every part was built by format_html
+
+
+# Entries drawn on the score-versus-latency chart besides its front: the best-ranked ones. Each
+# point is an SVG element with its label; 10,000 of them made the page about a megabyte.
+PARETO_OTHERS_DRAWN = 500
+
+
+@dataclass(frozen=True)
+class ParetoChart:
+    chart: Chart
+    front: int  # points on the front
+    drawn: int  # points on the chart, the front's included
+    entries: int  # entries timed on the task's device class (the front is taken over all)
+
+    @property
+    def note(self) -> str:
+        """What the caption says when not every entry is drawn."""
+        if self.drawn == self.entries:
+            return ""
+        return (
+            f"Drawn: the front and the {self.drawn - self.front:,} best-ranked of "
+            f"{self.entries:,} entries."
+        )
+
+
+def pareto_chart(
+    *, task: Task, rule: ranking.Rule, points: Sequence[SpeedPoint]
+) -> ParetoChart | None:
+    """Score against p50 latency of the board's entries timed on the task's device class, the
+    Pareto front (no entry both faster and better) joined by the line. ``points`` come in rank
+    order; on a large board the front is drawn with the ``PARETO_OTHERS_DRAWN`` best-ranked
+    others only."""
+    shown = [
+        p
+        for p in points
+        if not ranking.timed_elsewhere(rule, ranking.Measures(None, device_class=p.device_class))
+    ]
+    front = ranking.pareto_front(
+        [(p.latency_p50_ms, p.score) for p in shown], direction=task.direction
+    )
+    on_front = set(front)
+    others = [i for i in range(len(shown)) if i not in on_front][:PARETO_OTHERS_DRAWN]
+    drawn = sorted(on_front.union(others))
+    position = {i: n for n, i in enumerate(drawn)}
+    labels = [
+        f"{shown[i].username} · {task.metric} {shown[i].score:.4f} · "
+        f"{format_latency(shown[i].latency_p50_ms)}"
+        + (" · on the Pareto front" if i in on_front else "")
+        for i in drawn
+    ]
+    chart = scatter_chart(
+        [shown[i].latency_p50_ms for i in drawn],
+        [shown[i].score for i in drawn],
+        labels,
+        [position[i] for i in front],
+        x_unit=format_latency,
+    )
+    return ParetoChart(chart, len(front), len(drawn), len(shown)) if chart is not None else None

@@ -1,0 +1,111 @@
+"""The leaderboard part of the task page, the API page and the CSV, cached per board version.
+
+What a board shows changes only when its read models are written or the task changes: the
+rendered fragments are kept in the shared cache under the board's version
+(``submissions.boards.cache``) and a digest of the task's own fields, so a result, an operator's
+action or an edit of the task is seen on the next request, never a stale one. The viewer's own
+row and "you" highlight are in the page's fragment, so its key holds the viewer's id.
+
+Pollers get ETags built from the same version: an unchanged board answers 304 without work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.core.cache import cache
+from django.forms.models import model_to_dict
+from django.template.loader import render_to_string
+
+from submissions.boards.cache import board_version
+from submissions.boards.charts import Chart
+from submissions.boards.display import (
+    best_score_chart,
+    board_columns,
+    leaderboard_rows_html,
+    pareto_chart,
+)
+from submissions.boards.ranking import Rule, describe
+from submissions.lifecycle import selectors
+from submissions.models import Task
+
+FRAGMENT_TTL_S = 600  # a bound on memory only: a new version is a new key anyway
+
+
+def _task_digest(task: Task) -> str:
+    """Changes whenever any of the task's own fields does (rule text, metric, freeze, ...)."""
+    fields = model_to_dict(task)
+    return hashlib.blake2b(repr(sorted(fields.items())).encode(), digest_size=8).hexdigest()
+
+
+def board_state(task: Task, *parts: object) -> str:
+    """A digest of the board's version, the task and ``parts`` (query, viewer): equal digests,
+    equal board content."""
+    raw = repr((board_version(task_id=task.pk), _task_digest(task), task.pk, parts))
+    return hashlib.blake2b(raw.encode(), digest_size=12).hexdigest()
+
+
+def board_etag(task: Task, *parts: object) -> str:
+    return f'"{board_state(task, *parts)}"'
+
+
+def board_fragments(
+    *, task: Task, board: str, user: Any, sort: str, descending: bool, page: int
+) -> dict[str, Any]:
+    """The board's context for the task page: the page, its rows' HTML, the charts."""
+    viewer = getattr(user, "pk", None)
+    key = "board-page:" + board_state(task, board, sort, descending, page, viewer)
+    found = cache.get(key)
+    if found is not None:
+        return found
+    shown = selectors.leaderboard_page(
+        task=task, board=board, user=user, sort=sort, descending=descending, page=page
+    )
+    rule = selectors.leaderboard_rule(task=task, board=board)
+    context = {
+        "page": shown,
+        "rule_text": describe(rule),
+        "finals_text": selectors.final_selection_text(task=task, board=board),
+        "columns": board_columns(
+            task=task, rule=rule, sort=shown.sort, descending=shown.descending
+        ),
+        "rows_html": leaderboard_rows_html(
+            task=task,
+            rule=rule,
+            rows=shown.listed,
+            own_submission_id=shown.own_submission_id,
+            by_rank=shown.sort == "rank" and not shown.descending,
+        ),
+        **_charts(task, board, rule),
+    }
+    cache.set(key, context, FRAGMENT_TTL_S)
+    return context
+
+
+def _charts(task: Task, board: str, rule: Rule) -> dict[str, Any]:
+    """The best-score and score-against-latency charts: the same for every viewer and page."""
+    key = "board-charts:" + board_state(task, board)
+    found = cache.get(key)
+    if found is None:
+        records = selectors.leaderboard_best_over_time(task=task, board=board)
+        points = selectors.leaderboard_speed_points(task=task, board=board)
+        chart = best_score_chart(records)
+        pareto = pareto_chart(task=task, rule=rule, points=points)
+        # Rendered here, once per version: thousands of points take the template engine
+        # hundreds of milliseconds, the whole page's budget.
+        found = {
+            "chart_html": _chart_html(chart, kind="step"),
+            "pareto_html": _chart_html(
+                pareto.chart if pareto else None, kind="scatter", label="score against latency"
+            ),
+            "pareto_note": pareto.note if pareto else "",
+        }
+        cache.set(key, found, FRAGMENT_TTL_S)
+    return found
+
+
+def _chart_html(chart: Chart | None, **options: str) -> str:
+    if chart is None:
+        return ""
+    return render_to_string("partials/chart.html", {"chart": chart, **options})

@@ -1,0 +1,32 @@
+"""The app's models, one module per concern; Django registers them from here."""
+
+from __future__ import annotations
+
+from submissions.models.boards import LeaderboardEntry, LeaderboardPending, LeaderboardRecord
+from submissions.models.core import DeviceClass, Submission, SubmissionQuerySet, Task, TaskQuerySet
+from submissions.models.datasets import DatasetVersion
+from submissions.models.notifications import Notification, Webhook, WebhookDelivery
+from submissions.models.ranking import RankingRule
+from submissions.models.task_files import TaskFile, TaskFileQuerySet
+from submissions.models.teams import Team, TeamInvite, TeamMembership
+
+__all__ = [
+    "DatasetVersion",
+    "DeviceClass",
+    "LeaderboardEntry",
+    "LeaderboardPending",
+    "LeaderboardRecord",
+    "Notification",
+    "RankingRule",
+    "Submission",
+    "SubmissionQuerySet",
+    "Task",
+    "TaskFile",
+    "TaskFileQuerySet",
+    "TaskQuerySet",
+    "Team",
+    "TeamInvite",
+    "TeamMembership",
+    "Webhook",
+    "WebhookDelivery",
+]

@@ -1,0 +1,146 @@
+"""A task's ranking rule as a row (set in the admin), and the glue from rows to the pure
+``submissions.boards.ranking`` module: a Submission's ``Measures`` and the task's ``Rule``.
+
+A task without a row is ranked by its primary metric.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from submissions.boards import ranking
+
+if TYPE_CHECKING:
+    from submissions.models import Submission, Task
+
+
+def validate_weights(value: Any) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError('Weights are a JSON object, e.g. {"latency": 0.7, "flops": 0.3}.')
+
+
+class RankingRule(models.Model):
+    """How one task's boards are ordered. Saving it through the admin re-ranks the read models
+    in the same transaction (``TaskAdmin.save_related`` → ``leaderboard_rebuild``)."""
+
+    task = models.OneToOneField(
+        "submissions.Task", on_delete=models.CASCADE, related_name="ranking_rule"
+    )
+    kind = models.CharField(
+        max_length=16,
+        choices=[
+            (ranking.PRIMARY, "Primary metric"),
+            (ranking.CONSTRAINED, "Primary metric within budgets"),
+            (ranking.COMPOSITE, "Composite score relative to a baseline"),
+        ],
+        default=ranking.PRIMARY,
+    )
+    latency_percentile = models.CharField(
+        max_length=4,
+        choices=[(p, p) for p in ranking.PERCENTILES],
+        default="p50",
+        help_text="The per-batch latency the budget and the composite's latency weight use.",
+    )
+    latency_budget_ms = models.FloatField(null=True, blank=True)
+    metric_threshold = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Entries must score at least this (at most, when lower is better).",
+    )
+    max_parameters = models.PositiveBigIntegerField(null=True, blank=True)
+    max_flops = models.PositiveBigIntegerField(null=True, blank=True)
+    max_peak_memory_bytes = models.PositiveBigIntegerField(null=True, blank=True)
+    weights = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_weights],
+        help_text='Composite only: {"latency": 0.7, "flops": 0.15, "parameters": 0.15}; '
+        "measures: score, latency, parameters, flops, peak_memory. Each term is "
+        "weight · exp(2 · value / baseline value) (baseline / value for a higher-is-better "
+        "score); lower totals rank first.",
+    )
+    baseline = models.ForeignKey(
+        "submissions.Submission",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Composite only: the submission of this task every ratio is relative to.",
+    )
+
+    def __str__(self) -> str:
+        return f"{self.task_id}: {self.kind}"
+
+    def rule(self, task: Task, board: str) -> ranking.Rule:
+        baseline = self.baseline
+        return dataclasses.replace(
+            self.rule_unbound(),
+            higher_is_better=task.higher_is_better,
+            metric=task.metric,
+            device_class=task.device_class_slug,
+            weights=dict(self.weights or {}) if self.kind == ranking.COMPOSITE else {},
+            baseline=submission_measures(baseline, board) if baseline is not None else None,
+        )
+
+    def clean(self) -> None:
+        if not isinstance(self.weights, dict):
+            return  # the field's validator says why
+        errors = ranking.rule_errors(self.rule_unbound())
+        if self.kind == ranking.COMPOSITE and self.baseline_id is None:
+            errors.append("A composite score needs a baseline submission.")
+        if self.baseline is not None and self.baseline.task_id != self.task_id:
+            errors.append("The baseline must be a submission of this task.")
+        if errors:
+            raise ValidationError(errors)
+
+    def rule_unbound(self) -> ranking.Rule:
+        """The rule's own settings, for validation before the task is known."""
+        return ranking.Rule(
+            kind=self.kind,
+            percentile=self.latency_percentile,
+            latency_budget_ms=self.latency_budget_ms,
+            metric_threshold=self.metric_threshold,
+            max_parameters=self.max_parameters,
+            max_flops=self.max_flops,
+            max_peak_memory_bytes=self.max_peak_memory_bytes,
+            weights=dict(self.weights or {}),
+        )
+
+
+def submission_measures(s: Submission, board: str) -> ranking.Measures:
+    """What a rule sees of a submission on a board (the private board ranks its private score)."""
+    conditions = (s.timing or {}).get("conditions") or {}
+    return ranking.Measures(
+        score=s.score_private if board == "private" else s.score,
+        latencies_ms={p: getattr(s, f"latency_{p}_ms") for p in ranking.PERCENTILES},
+        parameters=s.parameters,
+        flops=s.flops,
+        peak_memory_bytes=s.peak_memory_bytes,
+        device_class=conditions.get("device_class") or None,
+        flops_incomplete=s.costs_incomplete_reason,
+    )
+
+
+def task_rule(task: Task, board: str) -> ranking.Rule:
+    """The task's rule on a board (one query: the rule and its baseline)."""
+    return rule_on(task_rule_row(task), task, board)
+
+
+def task_rule_row(task: Task) -> RankingRule | None:
+    """The task's rule with its baseline (one query); None: the primary metric."""
+    return RankingRule.objects.filter(task=task).select_related("baseline").first()
+
+
+def rule_on(row: RankingRule | None, task: Task, board: str) -> ranking.Rule:
+    """The rule ``row`` (from ``task_rule_row``) on one board: both boards from one query."""
+    if row is None:
+        return ranking.Rule(
+            higher_is_better=task.higher_is_better,
+            metric=task.metric,
+            device_class=task.device_class_slug,
+        )
+    return row.rule(task, board)

@@ -1,0 +1,1 @@
+"""Teams: creating one, inviting, joining, leaving, removing members (``services``)."""

@@ -1,0 +1,211 @@
+"""REST API views. Each validates input, calls one service or selector, serializes the result.
+Refusals and lookups that find nothing propagate: ``plumbing.refusal_responses`` answers them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from django.utils.cache import get_conditional_response
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from plumbing.openapi import BAD_REQUEST
+from plumbing.pagination import BoundedLimitOffsetPagination
+from plumbing.refusals import Refused
+from plumbing.request_params import params_validated
+from submissions.boards.pages import board_etag
+from submissions.boards.ranking import describe
+from submissions.lifecycle import selectors
+from submissions.lifecycle.finals import submission_select
+from submissions.lifecycle.services import SubmissionRefused, submission_cancel, submission_create
+from submissions.models import Task
+from submissions.web.serializers import (
+    LeaderboardApiQuerySerializer,
+    LeaderboardRowSerializer,
+    LeaderboardSerializer,
+    PaginatedSubmissionSerializer,
+    SubmissionCreateSerializer,
+    SubmissionDetailSerializer,
+    SubmissionListQuerySerializer,
+    SubmissionSerializer,
+    TaskSerializer,
+)
+
+NOT_FOUND = OpenApiResponse(description="No such task or submission visible to you.")
+SELECTION_REFUSED = OpenApiResponse(
+    description="The selection cannot change: the task takes no finals or has closed, the "
+    "submission did not succeed, or the limit is reached ({detail: why})."
+)
+
+
+def _upload_task(slug: str, user: Any) -> Task:
+    """The task an upload names: one this user cannot see is refused as an unknown one."""
+    try:
+        return selectors.task_get_for_upload(slug=slug, user=user)
+    except Task.DoesNotExist:
+        raise SubmissionRefused("task", f"No task '{slug}'.") from None
+
+
+class TaskListApi(APIView):
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses=TaskSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        tasks = selectors.task_list_visible(user=request.user)
+        return Response(TaskSerializer(tasks, many=True).data)
+
+
+class TaskDetailApi(APIView):
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses={200: TaskSerializer, 404: NOT_FOUND})
+    def get(self, request: Request, slug: str) -> Response:
+        task = selectors.task_get_visible(slug=slug, user=request.user)
+        return Response(TaskSerializer(task).data)
+
+
+class LeaderboardApi(APIView):
+    """One page of the board (``page``, ``page_size`` up to 500, ``board``=public|private)."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        parameters=[LeaderboardApiQuerySerializer],
+        responses={200: LeaderboardSerializer, 400: BAD_REQUEST, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        task = selectors.task_get_visible(slug=slug, user=request.user)
+        refusal = selectors.leaderboard_refusal(task=task, user=request.user)
+        if refusal:
+            raise Http404(refusal)
+        query = params_validated(LeaderboardApiQuerySerializer, request.query_params)
+        if query["board"] not in selectors.leaderboard_boards(task=task, user=request.user):
+            raise Http404("The private leaderboard is not revealed yet.")
+        rescoring = selectors.task_rescoring_count(task=task)
+        etag = board_etag(task, "api", sorted(query.items()), rescoring)
+        if get_conditional_response(request, etag=etag) is not None:
+            return Response(status=304, headers={"ETag": etag})
+        page = selectors.leaderboard_page(task=task, **query)
+        rule = selectors.leaderboard_rule(task=task, board=page.board)
+        return Response(
+            headers={"ETag": etag, "Cache-Control": "private, no-cache"},
+            data={
+                "task": task.slug,
+                "metric": task.metric,
+                "higher_is_better": task.higher_is_better,
+                "board": page.board,
+                "frozen_at": page.frozen_at,
+                "rescoring": rescoring,
+                "finals": selectors.final_selection_text(task=task, board=page.board),
+                "count": page.total,
+                "page": page.page,
+                "pages": page.pages,
+                "ranking": {
+                    "kind": rule.kind,
+                    "description": describe(rule),
+                    "device_class": rule.device_class,
+                },
+                "rows": LeaderboardRowSerializer(page.rows, many=True).data,
+            },
+        )
+
+
+class SubmissionListApi(APIView):
+    permission_classes = [IsAuthenticated]
+    parser_classes = [MultiPartParser, FormParser]
+    throttle_scope = "uploads"  # POSTs share the per-user upload limit with the web form
+
+    @extend_schema(
+        operation_id="submissions_list",
+        responses={200: PaginatedSubmissionSerializer, 400: BAD_REQUEST},
+        parameters=[SubmissionListQuerySerializer],
+    )
+    def get(self, request: Request) -> Response:
+        params_validated(SubmissionListQuerySerializer, request.query_params)
+        paginator = BoundedLimitOffsetPagination()
+        page = paginator.paginate_queryset(
+            selectors.submissions_of(user=request.user), request, view=self
+        )
+        return paginator.get_paginated_response(SubmissionSerializer(page, many=True).data)
+
+    @extend_schema(
+        request={"multipart/form-data": SubmissionCreateSerializer},
+        responses={201: SubmissionSerializer, 400: BAD_REQUEST},
+    )
+    def post(self, request: Request) -> Response:
+        form = params_validated(SubmissionCreateSerializer, request.data)
+        task = _upload_task(form["task"], request.user)
+        submission = submission_create(
+            user=request.user, task=task, upload=form["file"], description=form["description"]
+        )
+        data = SubmissionSerializer(submission).data
+        data["notice"] = selectors.task_device_notice(task=task)  # "" while a worker is online
+        return Response(data, status=status.HTTP_201_CREATED)
+
+
+class SubmissionDetailApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(responses={200: SubmissionDetailSerializer, 404: NOT_FOUND})
+    def get(self, request: Request, pk: int) -> Response:
+        submission = selectors.submission_get_own(user=request.user, pk=pk)
+        data = SubmissionSerializer(submission).data
+        place = selectors.submission_queue_place(submission=submission)
+        data["queue_position"] = place["position"] if place else None
+        data["queue"] = place
+        return Response(data)
+
+
+class SubmissionCancelApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: SubmissionSerializer,
+            404: NOT_FOUND,
+            409: OpenApiResponse(description="Not queued or running any more."),
+        },
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        submission = selectors.submission_get_own(user=request.user, pk=pk)
+        if not submission_cancel(submission_id=submission.pk, user=request.user):
+            raise Refused(
+                f"Submission {pk} is {submission.status}; only queued or running submissions "
+                "can be cancelled."
+            )
+        submission.refresh_from_db()
+        return Response(SubmissionSerializer(submission).data)
+
+
+class SubmissionSelectApi(APIView):
+    """Select (POST) or unselect (DELETE) one of your submissions as a final for the private
+    board, up to the task's ``final_selections``; refused once the task closes."""
+
+    permission_classes = [IsAuthenticated]
+
+    def _set(self, request: Request, pk: int, selected: bool) -> Response:
+        submission = submission_select(user=request.user, submission_id=pk, selected=selected)
+        return Response(SubmissionSerializer(submission, context={"request": request}).data)
+
+    @extend_schema(
+        operation_id="submissions_select",
+        request=None,
+        responses={200: SubmissionSerializer, 404: NOT_FOUND, 409: SELECTION_REFUSED},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        return self._set(request, pk, True)
+
+    @extend_schema(
+        operation_id="submissions_unselect",
+        request=None,
+        responses={200: SubmissionSerializer, 404: NOT_FOUND, 409: SELECTION_REFUSED},
+    )
+    def delete(self, request: Request, pk: int) -> Response:
+        return self._set(request, pk, False)

@@ -1,0 +1,96 @@
+"""``manage.py gpu_check``: on this machine (no GPU) every GPU check is skipped with the reason.
+
+The checks that need a working CUDA cannot pass here; what can run here runs for real: the
+no-GPU mode, a host whose NVML sees a GPU (faked at ``evaluation.gpu._nvml``) but whose CUDA
+libraries do not load (real), and the memory-limit check's two processes, which show that a
+host where ``gpu_mem_limit`` does not apply (here: CPU fallback) fails it.
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from django.core.management import CommandError, call_command
+
+from evaluation.runner import CPU, DeviceConfig
+from tests.workers.fake_nvml import install
+from workers.gpu_acceptance import FAIL, big_model, memory_limit_check
+
+CHECKS = [
+    "nvml", "cuda", "outputs digits", "outputs depth-448", "overhead digits",
+    "overhead depth-448", "gpu_mem_limit",
+]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _no_pin_left_behind(monkeypatch: Any) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # recorded, so restored (unset) afterwards
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "")  # recorded, so restored (unset) afterwards
+    monkeypatch.delenv("CUDA_DEVICE_ORDER")
+
+
+def gpu_check(*args: str) -> str:
+    out = StringIO()
+    call_command("gpu_check", *args, stdout=out)
+    return out.getvalue()
+
+
+def rows(output: str) -> dict[str, tuple[str, str]]:
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in output.splitlines()]
+    return {c[0]: (c[1], c[2]) for c in cells if len(c) == 3 and c[0] in CHECKS}
+
+
+def test_without_a_gpu_every_check_is_skipped_with_the_reason_and_it_exits_0() -> None:
+    output = gpu_check()  # no exception: exit status 0
+
+    found = rows(output)
+    assert list(found) == CHECKS
+    for status, detail in found.values():
+        assert status == "skip"
+        assert detail == "no GPU: no NVIDIA driver on this host (libnvidia-ml not found)"
+    assert output.rstrip().endswith("0 passed, 7 skipped (" + ", ".join(CHECKS) + ").")
+
+
+def test_without_a_gpu_but_required_it_fails() -> None:
+    with pytest.raises(CommandError, match="--require-gpu, but these checks were skipped: nvml"):
+        gpu_check("--require-gpu")
+
+
+def test_a_gpu_whose_cuda_libraries_do_not_load_fails_naming_the_library(monkeypatch: Any) -> None:
+    install(monkeypatch)  # NVML sees an A40; onnxruntime's CUDA libraries really do not load
+    out = StringIO()
+
+    with pytest.raises(CommandError, match="GPU check failed: cuda"):
+        call_command("gpu_check", stdout=out)
+
+    found = rows(out.getvalue())
+    assert found["nvml"][0] == "pass" and "NVIDIA A40 GPU-5d5e2b8c" in found["nvml"][1]
+    assert found["cuda"][0] == FAIL
+    assert "libonnxruntime_providers_cuda.so could not be loaded" in found["cuda"][1]
+    assert found["gpu_mem_limit"] == ("skip", "CUDA does not work (see the cuda check)")
+
+
+def test_the_big_model_needs_more_than_the_share_it_is_given() -> None:
+    session = ort.InferenceSession(big_model(megabytes=128), providers=[CPU])
+    (out,) = session.run(None, {"x": np.ones(1, np.float32)})
+    assert out.nbytes == 128 * 1_048_576
+
+
+@pytest.mark.slow
+def test_a_host_where_gpu_mem_limit_does_not_bind_fails_the_memory_check() -> None:
+    from workers.runner_overhead import workloads
+
+    digits, _ = workloads()
+    # CUDA asked for, CPU what runs here: the limit does not bind, the big model runs.
+    check = memory_limit_check(digits, DeviceConfig(use_cuda=True, gpu_mem_limit=1 << 30))
+
+    assert check.status == FAIL
+    assert check.detail == (
+        "over its share: no error: the model ran although it needs more than its share"
+        "; beside it: ok: 5 evaluations on CPUExecutionProvider"
+    )

@@ -1,0 +1,208 @@
+"""The GPU acceptance check (``manage.py gpu_check``): is this host's GPU path what it says?
+
+Run first on a new GPU host, with the worker's environment (EVAL_GPU_UUID or EVAL_GPU_INDEX,
+EVAL_GPU_MEMORY_FRACTION). Each check passes, fails, or is skipped with the reason:
+
+- ``nvml``: NVML reads this worker's own GPU by UUID (name, memory, utilisation, temperature);
+- ``cuda``: the CUDA self-test: a session on the pinned GPU really runs on CUDA;
+- ``outputs <task>``: on both demo tasks, the CUDA predictions equal the CPU ones within
+  ``|cuda - cpu| <= ATOL + RTOL * |cpu|`` (cuDNN's algorithm choice allowed for; TF32 is not:
+  the workers turn it off, EVAL_CUDA_TF32, and with it on the digits outputs failed this check
+  on an H200, docs/benchmarks.md), and the scores agree within SCORE_TOLERANCE (relative);
+- ``overhead <task>``: the runner's loop against a bare IOBinding loop on the same session,
+  at most MAX_OVERHEAD (workers/runner_overhead.py measures it);
+- ``gpu_mem_limit``: a model needing more than its share fails with the out-of-memory message,
+  while another process on the same GPU, as a second worker, keeps evaluating.
+
+This process may initialise CUDA: it is not a worker and forks no work horses.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from evaluation.gpu import GpuReading, gpu_reading
+from evaluation.runner import (
+    CUDA,
+    DeviceConfig,
+    EvaluationError,
+    create_session,
+    evaluate_session,
+    out_of_memory_error,
+    predict,
+)
+from evaluation.selftest import run_selftest
+from workers.device import device_config, pin_cuda, this_gpu_pin
+from workers.runner_overhead import Workload, measure, workloads
+
+ATOL, RTOL = 1e-3, 1e-2
+SCORE_TOLERANCE = 1e-3
+MAX_OVERHEAD = 1.05
+SHARE_FOR_OOM = 64 * 1_048_576  # the small share the memory-limit check gives its big model
+PASS, FAIL, SKIP = "pass", "FAIL", "skip"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    detail: str
+
+
+def nvml_check(reading: GpuReading) -> Check:
+    if reading.gpu is None:
+        status = FAIL if reading.problem else SKIP
+        return Check("nvml", status, reading.problem or f"no GPU: {reading.no_gpu_reason}")
+    again = gpu_reading(None, reading.gpu.uuid).gpu  # by UUID, as the worker reads it
+    if again is None or again.uuid != reading.gpu.uuid:
+        return Check("nvml", FAIL, f"NVML cannot find {reading.gpu.uuid} by UUID")
+    missing = [k for k in ("utilization_gpu", "temperature_c") if getattr(again, k) is None]
+    detail = (
+        f"{again.name} {again.uuid}: {again.memory_used / 2**30:.1f} of "
+        f"{again.memory_total / 2**30:.1f} GiB used, {again.utilization_gpu}% busy, "
+        f"{again.temperature_c} °C"
+    )
+    return Check(
+        "nvml", FAIL if missing else PASS, detail + (f"; missing {missing}" if missing else "")
+    )
+
+
+def outputs_check(name: str, work: Workload, cuda: DeviceConfig) -> Check:
+    cpu = replace(cuda, use_cuda=False, gpu_mem_limit=None)
+    on_cpu, on_cuda = create_session(work.model, cpu), create_session(work.model, cuda)
+    if on_cuda.get_providers()[0] != CUDA:
+        return Check(f"outputs {name}", FAIL, f"session ran on {on_cuda.get_providers()[0]}")
+    inputs = work.data.inputs.astype(work.spec.input_dtype)
+    want = predict(on_cpu, inputs, work.spec, cpu)
+    got = predict(on_cuda, inputs, work.spec, cuda)
+    worst = float(np.max(np.abs(got - want) - RTOL * np.abs(want)))
+    score_cpu = evaluate_session(on_cpu, work.data, work.spec, cpu).score
+    score_cuda = evaluate_session(on_cuda, work.data, work.spec, cuda).score
+    agree = abs((score_cuda or 0) - (score_cpu or 0)) <= SCORE_TOLERANCE * max(
+        1, abs(score_cpu or 0)
+    )
+    ok = worst <= ATOL and agree
+    detail = (
+        f"max(|cuda-cpu| - {RTOL:g}|cpu|) = {worst:.2e} (limit {ATOL:g}); "
+        f"score cpu {score_cpu:.6g}, cuda {score_cuda:.6g}"
+    )
+    return Check(f"outputs {name}", PASS if ok else FAIL, detail)
+
+
+def overhead_check(name: str, work: Workload, cuda: DeviceConfig, budget_s: float) -> Check:
+    row = measure(work, cuda, budget_s)
+    ratio = float(row["ratio"])  # type: ignore[arg-type]
+    detail = (
+        f"runner {row['runner_ms']:.2f} ms / bare IOBinding loop {row['bare_ms']:.2f} ms = "
+        f"{ratio:.3f}× (limit {MAX_OVERHEAD}×; noise control {row['control']:.3f}×)"
+    )
+    return Check(f"overhead {name}", PASS if ratio <= MAX_OVERHEAD else FAIL, detail)
+
+
+def big_model(megabytes: int = 256) -> bytes:
+    """y = Expand(x, [n]) with n floats: a model that needs ``megabytes`` for one output."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    shape = numpy_helper.from_array(np.array([megabytes * 262_144], np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("Expand", ["x", "shape"], ["y"])], "big", [x], [y], [shape]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def _over_share(device: DeviceConfig, answer: Any) -> None:
+    """In a process of its own: run the big model under a small share; the error it gives."""
+    try:
+        session = create_session(big_model(), device)
+        session.run(None, {"x": np.ones(1, np.float32)})
+        answer.put("no error: the model ran although it needs more than its share")
+    except EvaluationError as exc:
+        answer.put(str(exc))
+    except Exception as exc:  # onnxruntime's own exception types
+        oom = out_of_memory_error(exc, device)
+        answer.put(str(oom) if oom is not None else f"not an out-of-memory error: {exc}")
+
+
+def _keeps_serving(work: Workload, device: DeviceConfig, runs: int, answer: Any) -> None:
+    try:
+        session = create_session(work.model, device)
+        for _ in range(runs):
+            evaluate_session(session, work.data, work.spec, device)
+        answer.put(f"ok: {runs} evaluations on {session.get_providers()[0]}")
+    except Exception as exc:
+        answer.put(f"failed: {exc}")
+
+
+def memory_limit_check(work: Workload, cuda: DeviceConfig) -> Check:
+    spawn = multiprocessing.get_context("spawn")  # fresh CUDA contexts, as two workers have
+    small = replace(cuda, gpu_mem_limit=SHARE_FOR_OOM)
+    over, serving = spawn.Queue(), spawn.Queue()
+    procs = [
+        spawn.Process(target=_keeps_serving, args=(work, cuda, 5, serving)),
+        spawn.Process(target=_over_share, args=(small, over)),
+    ]
+    for p in procs:
+        p.start()
+    failed, served = over.get(timeout=600), serving.get(timeout=600)
+    for p in procs:
+        p.join(timeout=60)
+    ok = failed.startswith("The model ran out of memory") and served.startswith("ok")
+    return Check(
+        "gpu_mem_limit", PASS if ok else FAIL, f"over its share: {failed}; beside it: {served}"
+    )
+
+
+def run_checks(
+    *, budget_s: float = 10.0, report: Callable[[Check], None] = lambda c: None
+) -> list[Check]:
+    """Every check in order; those that need a working CUDA are skipped when it does not work."""
+    checks: list[Check] = []
+
+    def add(check: Check) -> None:
+        checks.append(check)
+        report(check)
+
+    pin = this_gpu_pin()
+    reading = gpu_reading(pin.index, pin.uuid)
+    add(nvml_check(reading))
+    names = [
+        "cuda",
+        "outputs digits",
+        "outputs depth-448",
+        "overhead digits",
+        "overhead depth-448",
+        "gpu_mem_limit",
+    ]
+    if reading.gpu is None:
+        for name in names:
+            add(Check(name, SKIP, f"no GPU: {reading.problem or reading.no_gpu_reason}"))
+        return checks
+    pin_cuda(pin)
+    selftest = run_selftest(device_id=pin.cuda_device_id)
+    add(
+        Check(
+            "cuda",
+            PASS if selftest.ok else FAIL,
+            selftest.problem or f"session ran on {selftest.provider}",
+        )
+    )
+    if not selftest.ok:
+        for name in names[1:]:
+            add(Check(name, SKIP, "CUDA does not work (see the cuda check)"))
+        return checks
+    cuda = replace(device_config("gpu-check"), use_cuda=True, device_id=pin.cuda_device_id)
+    digits, depth = workloads()
+    for name, work in (("digits", digits), ("depth-448", depth)):
+        add(outputs_check(name, work, cuda))
+    for name, work in (("digits", digits), ("depth-448", depth)):
+        add(overhead_check(name, work, cuda, budget_s))
+    add(memory_limit_check(digits, cuda))
+    return checks

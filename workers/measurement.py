@@ -1,0 +1,145 @@
+"""What a job lends the pure runner to measure a model: the device's timing lock (and the scoring
+phase's turn, which gives way to other workers' timings), the device's conditions while timed,
+and the work horse's peak memory.
+
+Peak memory is the evaluation's own, measured in the work horse:
+
+- CPU: the horse's resident-set high-water mark (VmHWM), reset through /proc/self/clear_refs
+  just before the session is created, minus the resident set at that moment; so neither the
+  worker the horse was forked from, nor the dataset loaded before, count. Where the kernel has
+  no clear_refs, getrusage's ru_maxrss stands in (then a peak below an earlier one reads 0).
+- GPU: the device memory NVML reports for the horse's process (usedGpuMemory: the CUDA context
+  and onnxruntime's arena). It is read at the start and end of the timing phase; onnxruntime's
+  BFC arena keeps what it has grown to for the life of the session, so the reading after every
+  row was scored and every timed batch run is the peak. None when NVML does not list the horse
+  (a worker in its own PID namespace sees different PIDs from the driver's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import platform
+import resource
+from collections.abc import Iterator
+from typing import Any
+
+import psutil
+from django.conf import settings
+
+from evaluation.gpu import gpu_facts, gpu_sample
+from evaluation.runner import DeviceConfig
+from evaluation.timing import ScoringGate, TimingHooks
+from queueing.queues import evaluation_redis
+from workers.device import nvml_target
+from workers.device_lock import ScoringTurn, device_lock, device_lock_key
+
+_CLEAR_REFS = "/proc/self/clear_refs"
+_RESET_PEAK_RSS = "5"  # proc(5): "5" resets the peak resident set size ("high water mark")
+
+
+def _status_bytes(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024  # reported in kB
+    except OSError:
+        pass
+    return None
+
+
+def _max_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
+
+
+class CpuPeak:
+    """The resident memory this process adds from now on, at its highest."""
+
+    def __init__(self) -> None:
+        try:
+            with open(_CLEAR_REFS, "w") as clear_refs:
+                clear_refs.write(_RESET_PEAK_RSS)
+            self.baseline = _status_bytes("VmRSS") or 0
+            self.read_peak = lambda: _status_bytes("VmHWM") or 0
+        except OSError:
+            self.baseline = _max_rss_bytes()
+            self.read_peak = _max_rss_bytes
+
+    def added_bytes(self) -> int:
+        return max(0, self.read_peak() - self.baseline)
+
+
+@functools.cache
+def cpu_facts() -> dict[str, Any]:
+    """The host's CPU, read once per process: the worker reads it at start, so the work horses
+    it forks have it (``platform.processor()`` runs ``uname -p`` in a subprocess, which every
+    horse paid at its start when each asked again). Callers copy it before adding to it."""
+    model = platform.processor()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")]
+        model = names[0] if names else model
+    return {"cpu_model": model, "logical_cpus": psutil.cpu_count() or 1}
+
+
+def _cpu_sample() -> dict[str, Any]:
+    freq = psutil.cpu_freq()
+    return {
+        "cpu_mhz": round(freq.current) if freq else None,
+        "load_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+class Measurement:
+    """Built by the job for one evaluation; ``hooks`` go to the runner."""
+
+    def __init__(self, device: DeviceConfig, *, lock_wait_s: float, device_class: str = "") -> None:
+        self.device = device
+        self.wait_s = lock_wait_s
+        self.gpu_index, self.gpu_uuid = nvml_target()  # the one device rule: the pinned GPU
+        self.gpu_memory: int | None = None
+        facts = gpu_facts(self.gpu_index, self.gpu_uuid) if device.use_cuda else dict(cpu_facts())
+        # The class the task is timed on (cpu, gpu, a40, ...); the device kind when none is given.
+        facts["device_class"] = device_class or ("cuda" if device.use_cuda else "cpu")
+        self.facts = facts
+        self.lock_key = device_lock_key(gpu_uuid=facts.get("gpu_uuid") or self.gpu_uuid)
+        self.cpu_peak = CpuPeak() if not device.use_cuda else None
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[bool]:
+        connection = evaluation_redis()
+        with device_lock(
+            connection,
+            self.lock_key,
+            wait_s=self.wait_s,
+            ttl_s=settings.EVAL_TIMING_LOCK_TTL_S,
+        ) as held:
+            yield held
+
+    @contextlib.contextmanager
+    def scoring(self) -> Iterator[ScoringGate]:
+        """The scoring phase's turn on the device: it gives way to other workers' timings."""
+        with ScoringTurn(
+            evaluation_redis(), self.lock_key, ttl_s=settings.EVAL_TIMING_LOCK_TTL_S
+        ) as turn:
+            yield turn
+
+    def observe(self) -> dict[str, Any]:
+        if not self.device.use_cuda:
+            return _cpu_sample()
+        sample = gpu_sample(self.gpu_index, self.gpu_uuid, pid=os.getpid())
+        used = sample.pop("process_memory_bytes", None)
+        if used is not None:
+            self.gpu_memory = max(self.gpu_memory or 0, used)
+        return sample
+
+    def hooks(self) -> TimingHooks:
+        return TimingHooks(
+            lock=self.lock, observe=self.observe, facts=self.facts, scoring=self.scoring
+        )
+
+    def peak_memory_bytes(self) -> int | None:
+        if self.cpu_peak is not None:
+            return self.cpu_peak.added_bytes()
+        return self.gpu_memory
