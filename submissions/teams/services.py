@@ -34,8 +34,10 @@ class TeamRefused(Refused):
 
 
 def _lock_users(user_ids: Iterable[int]) -> None:
+    """Lock the users' rows (the lock an upload takes); an id with no user locks nothing, and the
+    caller's own check then says why."""
     for pk in sorted(set(user_ids)):
-        get_user_model().objects.select_for_update(no_key=True).get(pk=pk)
+        get_user_model().objects.select_for_update(no_key=True).filter(pk=pk).first()
 
 
 def _lock_teams_and_task(task: Task, team_ids: Iterable[int]) -> Task:
@@ -196,8 +198,9 @@ def _membership_change(*, actor: Any, team: Team, leaver_id: int) -> None:
         if not TeamMembership.objects.filter(team=team, user_id=leaver_id).exists():
             raise TeamRefused(f"That participant is not in {team.name}.")
         _check_open_for_teams(task)
+        team_id = team.pk  # the last member's departure deletes the team, and its pk with it
         _depart(team, leaver_id)
-        leaderboard_entrants_changed(task_id=task.pk, entrants=[f"t{team.pk}", f"u{leaver_id}"])
+        leaderboard_entrants_changed(task_id=task.pk, entrants=[f"t{team_id}", f"u{leaver_id}"])
 
 
 def team_disband(*, team_id: int) -> None:

@@ -354,6 +354,32 @@ def test_invite_accept_and_leave_through_the_api(team_task: Any, alice: Any, bob
     assert api(bob).get("/api/tasks/digits/team/").status_code == 404
 
 
+def test_the_last_member_leaves_and_the_team_ends_with_the_board_in_step(
+    team_task: Any, alice: Any
+) -> None:
+    created = api(alice).post("/api/tasks/digits/team/", {"name": "Lab A"}, format="json")
+    team_id = created.json()["id"]
+    scored(team_task, alice, 0.5)
+
+    left = api(alice).post(f"/api/teams/{team_id}/leave/")
+
+    assert left.status_code == 204
+    assert not Team.objects.filter(pk=team_id).exists()
+    assert names(team_task) == ["alice"]  # her upload is hers again, alone on the board
+    assert_in_step(team_task)
+
+
+def test_removing_someone_who_is_not_a_member_is_refused_not_an_error(
+    team_task: Any, alice: Any, bob: Any
+) -> None:
+    team = team_create(user=alice, task=team_task, name="Lab A")
+    for member_id in (999_999, bob.pk):  # no such user; a user who is not in the team
+        removed = api(alice).delete(f"/api/teams/{team.pk}/members/{member_id}/")
+        assert removed.status_code == 409, removed.content
+        assert removed.json() == {"detail": "That participant is not in Lab A."}
+    assert list(team.memberships.values_list("user__username", flat=True)) == ["alice"]
+
+
 def test_a_non_member_sees_nothing_private_of_a_team(
     team_task: Any, alice: Any, bob: Any, carol: Any
 ) -> None:
