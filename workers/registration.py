@@ -18,13 +18,22 @@ from django.conf import settings
 from queueing.heartbeat import WorkerState
 
 
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` is a running process: a zombie (killed, not yet reaped by its parent, as a
+    worker killed under a supervisor that has not waited for it) is not."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def dead_registration(
     fields: Mapping[str, str],
     state: WorkerState | None,
     *,
     host: str,
     pid: int | None = None,
-    pid_alive: Callable[[int], bool] = psutil.pid_exists,
+    pid_alive: Callable[[int], bool] = process_alive,
     now: float | None = None,
 ) -> str | None:
     """Why rq's registration ``fields`` (its worker hash) belongs to a dead process, or None."""

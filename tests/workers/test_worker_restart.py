@@ -7,10 +7,12 @@ Real ``manage.py rqworker`` processes on the real test Redis and database (see f
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import UTC, datetime
 from typing import Any
 
+import psutil
 import pytest
 
 from queueing import heartbeat
@@ -28,7 +30,7 @@ from tests.workers.fleet_support import (
     wait_for,
 )
 from workers.recovery import reconcile
-from workers.registration import dead_registration
+from workers.registration import dead_registration, process_alive
 
 _ = start_worker  # a fixture, used by name
 SLOW_ITERATIONS = 400_000  # about 0.7 s per batch of 16 on one core of this machine; 7 batches
@@ -206,3 +208,26 @@ def test_a_second_worker_under_a_live_workers_name_is_refused_and_touches_nothin
 
     assert registered_pid(queue, "twin") == live.pid
     assert online_workers(queue)["twin"].pid == live.pid  # its heartbeat was not overwritten
+
+
+def test_a_killed_worker_not_yet_reaped_counts_as_gone() -> None:
+    """``kill -9`` leaves a zombie until the parent waits for it: its pid still exists, but no
+    worker runs there, and a restart under its name must not be refused for it."""
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    try:
+        deadline = time.monotonic() + 10
+        while psutil.Process(child).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert psutil.pid_exists(child)  # what was asked before, and said "alive"
+        assert not process_alive(child)
+        fields = {"hostname": "here", "pid": str(child)}
+        assert dead_registration(fields, None, host="here") == (
+            f"its process {child} on here is gone"
+        )
+    finally:
+        os.waitpid(child, 0)
+    assert process_alive(os.getpid())
+    assert not process_alive(child)  # reaped: no such process
