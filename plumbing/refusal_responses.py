@@ -8,6 +8,8 @@ The API (``api_exception_handler``, REST_FRAMEWORK's EXCEPTION_HANDLER):
 - ``Refused`` without one: 409 ``{"detail": why}``;
 - a lookup that found nothing (``ObjectDoesNotExist``): 404 ``{"detail": what}``, the lookup's
   message naming what was not found;
+- the database unreachable (``OperationalError``, ``InterfaceError``): 503 ``{"detail": why}``
+  with ``Retry-After``, JSON like every other answer of the API;
 - everything else as DRF answers it (a throttle's 429 with Retry-After included).
 
 A form view (``attempt``) shows a refusal on its form (its field, else the whole form) or, with
@@ -17,11 +19,13 @@ no form, as a message on the next page; a lookup that found nothing is a 404 the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.contrib import messages
 from django.core.exceptions import ObjectDoesNotExist
+from django.db import InterfaceError, OperationalError
 from django.forms import BaseForm
 from django.http import Http404, HttpRequest
 from django.utils.html import format_html
@@ -33,6 +37,9 @@ from rest_framework.views import exception_handler
 from plumbing.refusals import Refused
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+DATABASE_RETRY_AFTER_S = 5
+DATABASE_UNAVAILABLE = "The database is unavailable for a moment; try again shortly."
 
 
 class Conflict(APIException):
@@ -46,6 +53,13 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         exc = ValidationError({exc.field: [exc.message]}) if exc.field else Conflict(exc.message)
     elif isinstance(exc, ObjectDoesNotExist):
         exc = NotFound(str(exc))
+    elif isinstance(exc, OperationalError | InterfaceError):
+        log.warning("API request failed: the database is unavailable: %s", exc)
+        return Response(
+            {"detail": DATABASE_UNAVAILABLE},
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
+        )
     return exception_handler(exc, context)
 
 

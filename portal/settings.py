@@ -113,6 +113,9 @@ DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'portal.sqlite3'}",
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0),
+        # A kept connection that the server closed (a restart, a failover) is replaced at the
+        # start of the next request instead of failing it.
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
