@@ -594,7 +594,7 @@ def test_the_scoring_loop_calls_onnxruntimes_compiled_run(monkeypatch: pytest.Mo
     inputs = digits_like(n=50)["inputs"]
     preds = predict(session, inputs, SPEC, CPU_ONLY)
     # The same predictions as InferenceSession.run's, batch by batch.
-    batches = runner_module._batches(inputs, SPEC.batch_size)
+    batches = runner_module.padded_batches(inputs, SPEC.batch_size)
     by_wrapper = np.concatenate([session.run(None, {"input": b})[0] for b in batches])[:50]
     assert np.array_equal(preds, by_wrapper)
     # A failing run still reads as the model's failure, named by onnxruntime.
