@@ -1,10 +1,8 @@
 """One rate limiter for the web pages and the API, shared by every web process through Redis.
 
 Counters live in Django's cache (Redis in every deployment), one counter per scope, identity and
-fixed window: one MULTI/EXEC creates it with its expiry (SET NX EX) and counts (INCR) atomically,
-in one round trip, so parallel requests in different processes can never both take the last
-slot. (``cache.add`` then ``cache.incr`` took three round trips, on every API read and upload.)
-Another cache backend than Django's Redis one (none is configured today) gets add and incr.
+fixed window: ``cache.add`` creates it with its expiry, ``cache.incr`` counts atomically, so
+parallel requests in different processes can never both take the last slot.
 A fixed window lets a client spend at most twice the rate across a window boundary, which is
 enough to keep the GPUs from being flooded and needs no read-modify-write.
 
@@ -22,8 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import DEFAULT_CACHE_ALIAS, cache, caches
-from django.core.cache.backends.redis import RedisCache
+from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 
@@ -118,14 +115,6 @@ def rate_limit_hit(*, scope: str, ident: str) -> Refusal | None:
 
 def _count(key: str, timeout_s: int) -> int:
     """Add one to the counter ``key`` (made with ``timeout_s`` to live, when new): its count."""
-    backend = caches[DEFAULT_CACHE_ALIAS]  # what ``cache`` stands for in this thread
-    if isinstance(backend, RedisCache):
-        full_key = backend.make_and_validate_key(key)
-        client = backend._cache.get_client(full_key, write=True)
-        with client.pipeline(transaction=True) as pipe:
-            pipe.set(full_key, 0, nx=True, ex=timeout_s)  # an int is stored as Django stores it
-            pipe.incr(full_key)
-            return int(pipe.execute()[1])
     cache.add(key, 0, timeout=timeout_s)
     return int(cache.incr(key))
 
