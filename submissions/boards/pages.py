@@ -14,11 +14,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from django.core.cache import cache
 from django.forms.models import model_to_dict
 from django.template.loader import render_to_string
 
-from submissions.boards.cache import board_version
+from submissions.boards.cache import board_version, cached
 from submissions.boards.charts import Chart
 from submissions.boards.display import (
     best_score_chart,
@@ -56,53 +55,52 @@ def board_fragments(
     """The board's context for the task page: the page, its rows' HTML, the charts."""
     viewer = getattr(user, "pk", None)
     key = "board-page:" + board_state(task, board, sort, descending, page, viewer)
-    found = cache.get(key)
-    if found is not None:
-        return found
-    shown = selectors.leaderboard_page(
-        task=task, board=board, user=user, sort=sort, descending=descending, page=page
-    )
-    rule = selectors.leaderboard_rule(task=task, board=board)
-    context = {
-        "page": shown,
-        "rule_text": describe(rule),
-        "finals_text": selectors.final_selection_text(task=task, board=board),
-        "columns": board_columns(
-            task=task, rule=rule, sort=shown.sort, descending=shown.descending
-        ),
-        "rows_html": leaderboard_rows_html(
-            task=task,
-            rule=rule,
-            rows=shown.listed,
-            own_submission_id=shown.own_submission_id,
-            by_rank=shown.sort == "rank" and not shown.descending,
-        ),
-        **_charts(task, board, rule),
-    }
-    cache.set(key, context, FRAGMENT_TTL_S)
-    return context
+
+    def render() -> dict[str, Any]:
+        shown = selectors.leaderboard_page(
+            task=task, board=board, user=user, sort=sort, descending=descending, page=page
+        )
+        rule = selectors.leaderboard_rule(task=task, board=board)
+        return {
+            "page": shown,
+            "rule_text": describe(rule),
+            "finals_text": selectors.final_selection_text(task=task, board=board),
+            "columns": board_columns(
+                task=task, rule=rule, sort=shown.sort, descending=shown.descending
+            ),
+            "rows_html": leaderboard_rows_html(
+                task=task,
+                rule=rule,
+                rows=shown.listed,
+                own_submission_id=shown.own_submission_id,
+                by_rank=shown.sort == "rank" and not shown.descending,
+            ),
+            **_charts(task, board, rule),
+        }
+
+    return cached(key, render, FRAGMENT_TTL_S)
 
 
 def _charts(task: Task, board: str, rule: Rule) -> dict[str, Any]:
     """The best-score and score-against-latency charts: the same for every viewer and page."""
     key = "board-charts:" + board_state(task, board)
-    found = cache.get(key)
-    if found is None:
+
+    def render() -> dict[str, Any]:
         records = selectors.leaderboard_best_over_time(task=task, board=board)
         points = selectors.leaderboard_speed_points(task=task, board=board)
         chart = best_score_chart(records)
         pareto = pareto_chart(task=task, rule=rule, points=points)
         # Rendered here, once per version: thousands of points take the template engine
         # hundreds of milliseconds, the whole page's budget.
-        found = {
+        return {
             "chart_html": _chart_html(chart, kind="step"),
             "pareto_html": _chart_html(
                 pareto.chart if pareto else None, kind="scatter", label="score against latency"
             ),
             "pareto_note": pareto.note if pareto else "",
         }
-        cache.set(key, found, FRAGMENT_TTL_S)
-    return found
+
+    return cached(key, render, FRAGMENT_TTL_S)
 
 
 def _chart_html(chart: Chart | None, **options: str) -> str:

@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db.models import (
     BigIntegerField,
     Case,
@@ -27,6 +26,7 @@ from django.db.models.functions import Coalesce, NullIf, RowNumber
 
 from queueing import queues
 from submissions.boards import ranking
+from submissions.boards.cache import cached
 from submissions.boards.row import BOARD_PRIVATE, BOARD_PUBLIC, SORT_FIELDS, LeaderboardRow
 from submissions.lifecycle import turns
 from submissions.models import Submission, Task, TaskQuerySet
@@ -83,14 +83,14 @@ def task_counts(*, task: Task) -> TaskCounts:
     """Submissions to ``task`` and the users who made them; the operators' baselines are not
     participants and their models are not counted. Kept in the shared cache for
     ``TASK_COUNTS_TTL_S``: counting 100,000 submissions was most of a cached board page's time."""
-    key = _task_counts_key(task)
-    found = cache.get(key)
-    if found is None:
+
+    def count() -> tuple[int, int]:
         counts = Submission.objects.filter(task=task, is_baseline=False).aggregate(
             submissions=Count("pk"), participants=Count("user", distinct=True)
         )
-        found = (counts["participants"], counts["submissions"])
-        cache.set(key, found, TASK_COUNTS_TTL_S)
+        return (counts["participants"], counts["submissions"])
+
+    found = cached(_task_counts_key(task), count, TASK_COUNTS_TTL_S)
     return TaskCounts(participants=found[0], submissions=found[1])
 
 

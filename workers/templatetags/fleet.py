@@ -6,29 +6,43 @@ cards with one ``{% include "workers/partials/worker_cards.html" %}`` and no vie
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from redis.exceptions import RedisError
 
 from workers import fleet
 
+log = logging.getLogger(__name__)
 register = template.Library()
 WIDTH, HEIGHT = 120, 28
 
 
 @register.simple_tag(takes_context=True)
 def fleet_cards(context: template.Context, task: Any = None) -> list[fleet.WorkerCard]:
-    """The cards as the page's viewer may see them (a hidden task is named to staff only)."""
-    return fleet.worker_cards(
-        viewer=context.get("user"), task=task if hasattr(task, "requires_gpu") else None
-    )
+    """The cards as the page's viewer may see them (a hidden task is named to staff only); none
+    while Redis, which holds the heartbeats, cannot be reached: the page around them still
+    answers from the database."""
+    try:
+        return fleet.worker_cards(
+            viewer=context.get("user"), task=task if hasattr(task, "requires_gpu") else None
+        )
+    except RedisError as exc:
+        log.warning("worker cards left out, Redis is unavailable: %s", exc)
+        return []
 
 
 @register.simple_tag
 def fleet_gpu_plans() -> list[dict[str, Any]]:
-    return [plan.as_dict() for plan in fleet.gpu_plans()]
+    """The GPUs' memory plans; none while Redis cannot be reached, as ``fleet_cards``."""
+    try:
+        return [plan.as_dict() for plan in fleet.gpu_plans()]
+    except RedisError as exc:
+        log.warning("GPU memory plans left out, Redis is unavailable: %s", exc)
+        return []
 
 
 def _points(values: list[float], lo: float | None, hi: float | None) -> str:
