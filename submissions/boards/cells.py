@@ -39,8 +39,8 @@ Renderer = Callable[[Any, PageRow], str]  # a SafeString is HTML, any other str 
 
 
 def format_latency(ms: float | None) -> str:
-    """A time per batch in units that fit: µs below a millisecond (a tiny model's 5.5 µs is not
-    "0.01 ms"), three significant figures, ms with two decimals above."""
+    """A time per batch in units that fit: µs below a millisecond (a tiny model's batch reads in
+    µs, not as "0.01 ms"), three significant figures, ms with two decimals above."""
     if ms is None:
         return "—"
     if ms < 1.0:
