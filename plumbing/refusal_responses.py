@@ -8,8 +8,9 @@ The API (``api_exception_handler``, REST_FRAMEWORK's EXCEPTION_HANDLER):
 - ``Refused`` without one: 409 ``{"detail": why}``;
 - a lookup that found nothing (``ObjectDoesNotExist``): 404 ``{"detail": what}``, the lookup's
   message naming what was not found;
-- the database unreachable (``OperationalError``, ``InterfaceError``): 503 ``{"detail": why}``
-  with ``Retry-After``, JSON like every other answer of the API;
+- the database unreachable (``OperationalError``, ``InterfaceError``), or Redis for a view whose
+  data lives there (the workers' heartbeats): 503 ``{"detail": why}`` with ``Retry-After``, JSON
+  like every other answer of the API;
 - everything else as DRF answers it (a throttle's 429 with Retry-After included).
 
 A form view (``attempt``) shows a refusal on its form (its field, else the whole form) or, with
@@ -29,6 +30,7 @@ from django.db import InterfaceError, OperationalError
 from django.forms import BaseForm
 from django.http import Http404, HttpRequest
 from django.utils.html import format_html
+from redis.exceptions import RedisError
 from rest_framework import status
 from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.response import Response
@@ -40,6 +42,7 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 DATABASE_RETRY_AFTER_S = 5
 DATABASE_UNAVAILABLE = "The database is unavailable for a moment; try again shortly."
+REDIS_UNAVAILABLE = "Worker status is unavailable for a moment (Redis cannot be reached)."
 
 
 class Conflict(APIException):
@@ -55,12 +58,19 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         exc = NotFound(str(exc))
     elif isinstance(exc, OperationalError | InterfaceError):
         log.warning("API request failed: the database is unavailable: %s", exc)
-        return Response(
-            {"detail": DATABASE_UNAVAILABLE},
-            status=status.HTTP_503_SERVICE_UNAVAILABLE,
-            headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
-        )
+        return _unavailable(DATABASE_UNAVAILABLE)
+    elif isinstance(exc, RedisError):
+        log.warning("API request failed: Redis is unavailable: %s", exc)
+        return _unavailable(REDIS_UNAVAILABLE)
     return exception_handler(exc, context)
+
+
+def _unavailable(why: str) -> Response:
+    return Response(
+        {"detail": why},
+        status=status.HTTP_503_SERVICE_UNAVAILABLE,
+        headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
+    )
 
 
 def or_404(lookup: Callable[[], T]) -> T:

@@ -6,6 +6,7 @@ come from the database, which stays right even while Redis is being rebuilt.
 
 from __future__ import annotations
 
+import logging
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -16,11 +17,14 @@ from django.conf import settings
 from django.db.models import Count, Q
 from django.utils import timezone
 from redis import Redis
+from redis.exceptions import RedisError
 
 from queueing import heartbeat, queues
 from submissions.lifecycle import turns
 from submissions.models import DeviceClass, Submission, Task
 from workers import memory_plan
+
+log = logging.getLogger(__name__)
 
 Status = Submission.Status
 SPARKLINE_POINTS = 120  # the last 10 minutes at the default 5 s heartbeat; the API can ask more
@@ -222,14 +226,16 @@ def my_queue_positions(user: Any, workers: dict[str, int]) -> list[dict[str, Any
     return found
 
 
-def device_classes(workers: dict[str, int]) -> list[dict[str, Any]]:
+def device_classes(workers: dict[str, int] | None) -> list[dict[str, Any]]:
     """Every device class with its queue, its online workers, and a warning for operators when
-    submissions (or tasks) of the class have no worker to run them."""
+    submissions (or tasks) of the class have no worker to run them. ``workers`` None: who is
+    online is unknown (Redis cannot be reached), so no count, wait or warning is given."""
     found = []
     for c in DeviceClass.objects.annotate(tasks_count=Count("tasks")):
-        stats = turns.class_queue_get(device_class=c.slug, workers_online=workers.get(c.slug, 0))
+        online = (workers or {}).get(c.slug, 0)
+        stats = turns.class_queue_get(device_class=c.slug, workers_online=online)
         warning = ""
-        if not stats.workers_online and (stats.queued or c.tasks_count):
+        if workers is not None and not online and (stats.queued or c.tasks_count):
             warning = (
                 f"No worker of device class {c.slug} is online: {stats.queued} submission(s) "
                 f"of its {c.tasks_count} task(s) wait. Start a worker that serves it "
@@ -246,9 +252,11 @@ def device_classes(workers: dict[str, int]) -> list[dict[str, Any]]:
                 "name": c.name,
                 "queued": stats.queued,
                 "running": stats.running,
-                "workers_online": stats.workers_online,
+                "workers_online": stats.workers_online if workers is not None else None,
                 "median_run_s": stats.median_run_s,
-                "estimated_wait_s_next": stats.estimated_wait_s(stats.queued + 1),
+                "estimated_wait_s_next": (
+                    stats.estimated_wait_s(stats.queued + 1) if workers is not None else None
+                ),
                 "warning": warning,
             }
         )
@@ -256,6 +264,8 @@ def device_classes(workers: dict[str, int]) -> list[dict[str, Any]]:
 
 
 def queue_stats(*, user: Any = None, connection: Redis | None = None) -> dict[str, Any]:
+    """The queue from the database, and the workers from their heartbeats in Redis; while Redis
+    cannot be reached, the database's part alone (``worker_status_unavailable``)."""
     since = timezone.now() - timedelta(hours=24)
     counts = Submission.objects.aggregate(
         queued=_count(Q(status=Status.QUEUED)),
@@ -264,17 +274,23 @@ def queue_stats(*, user: Any = None, connection: Redis | None = None) -> dict[st
         failed_24h=_count(Q(status=Status.FAILED, finished_at__gte=since)),
         cancelled_24h=_count(Q(status=Status.CANCELLED, finished_at__gte=since)),
     )
-    cards = worker_cards(viewer=user, history=0, connection=connection)
-    workers = queues.online_classes(connection or _connection())
-    classes = device_classes(workers)
+    try:
+        cards = worker_cards(viewer=user, history=0, connection=connection)
+        workers: dict[str, int] | None = queues.online_classes(connection or _connection())
+        slugs = DeviceClass.objects.values_list("slug", flat=True)
+        jobs_in_redis: int | None = sum(queues.class_queue(c, connection).count for c in slugs)
+    except RedisError as exc:
+        log.warning("queue statistics without the workers: Redis is unavailable: %s", exc)
+        cards, workers, jobs_in_redis = [], None, None
     return {
         **counts,
         "median_wait_s_24h": _median_wait_s(since),
-        "jobs_in_redis": sum(queues.class_queue(c["slug"], connection).count for c in classes),
-        "workers_online": sum(c.online for c in cards),
-        "workers_busy": sum(c.state == "busy" for c in cards),
-        "device_classes": classes,
-        "mine": my_queue_positions(user, workers),
+        "jobs_in_redis": jobs_in_redis,
+        "workers_online": sum(c.online for c in cards) if workers is not None else None,
+        "workers_busy": sum(c.state == "busy" for c in cards) if workers is not None else None,
+        "worker_status_unavailable": workers is None,
+        "device_classes": device_classes(workers),
+        "mine": my_queue_positions(user, workers or {}),
     }
 
 
