@@ -1,5 +1,6 @@
 """Static costs of an ONNX model at the task's fixed batch shape: parameters, MACs, FLOPs and
-activations, read from the graph alone. Pure: no Django, no onnxruntime, nothing is run.
+activations, from the graph's shapes (or those a run observed, given by the caller). Pure: no
+Django, no onnxruntime, nothing is run here.
 
 Conventions (also in the README):
 

@@ -1,6 +1,6 @@
 """The layered layout moved modules, not models: every model keeps its app label and table, no
-migration is pending, and a database migrated from the schema before the move, with a row in every
-table, keeps every row when it is migrated with this code."""
+migration is pending (the migrations are the ones that made the schema before the move; none was
+added), and a database with a row in every table keeps every row when migrated with this code."""
 
 from __future__ import annotations
 

@@ -277,21 +277,28 @@ def queue_stats(*, user: Any = None, connection: Redis | None = None) -> dict[st
     try:
         cards = worker_cards(viewer=user, history=0, connection=connection)
         workers: dict[str, int] | None = queues.online_classes(connection or _connection())
-        slugs = DeviceClass.objects.values_list("slug", flat=True)
-        jobs_in_redis: int | None = sum(queues.class_queue(c, connection).count for c in slugs)
     except RedisError as exc:
         log.warning("queue statistics without the workers: Redis is unavailable: %s", exc)
-        cards, workers, jobs_in_redis = [], None, None
+        cards, workers = [], None
+    classes = device_classes(workers)
     return {
         **counts,
         "median_wait_s_24h": _median_wait_s(since),
-        "jobs_in_redis": jobs_in_redis,
+        "jobs_in_redis": _jobs_in_redis(classes, connection) if workers is not None else None,
         "workers_online": sum(c.online for c in cards) if workers is not None else None,
         "workers_busy": sum(c.state == "busy" for c in cards) if workers is not None else None,
         "worker_status_unavailable": workers is None,
-        "device_classes": device_classes(workers),
+        "device_classes": classes,
         "mine": my_queue_positions(user, workers or {}),
     }
+
+
+def _jobs_in_redis(classes: list[dict[str, Any]], connection: Redis | None) -> int | None:
+    """Jobs waiting in the classes' queues; None when Redis stopped answering meanwhile."""
+    try:
+        return sum(queues.class_queue(c["slug"], connection).count for c in classes)
+    except RedisError:
+        return None
 
 
 def _count(condition: Q) -> Count:
