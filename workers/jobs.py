@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from django.db import DatabaseError
 from redis import Redis
 from rq import Queue, get_current_job
 from rq.exceptions import StopRequested
@@ -64,7 +65,10 @@ def _progress_writer(submission_id: int) -> Callable[[float], None]:
         now = time.monotonic()
         if fraction < 1.0 and now - last[0] >= PROGRESS_INTERVAL_S:
             last[0] = now
-            services.submission_set_progress(submission_id=submission_id, progress=fraction)
+            try:
+                services.submission_set_progress(submission_id=submission_id, progress=fraction)
+            except DatabaseError as exc:  # a progress bar is not worth the evaluation
+                log.warning("submission %s: progress not saved: %s", submission_id, exc)
 
     return write
 

@@ -43,7 +43,7 @@ from queueing import heartbeat
 from queueing.queues import queue_name
 from submissions.lifecycle import services
 from submissions.models import Submission, Task
-from workers import memory_plan, ready_horse, recovery
+from workers import memory_plan, outages, ready_horse, recovery
 from workers.classes import detected_device, worker_classes
 from workers.device import (
     CUDA_DEVICE_ID,
@@ -155,6 +155,8 @@ class EvaluationWorker(Worker):
         if not kwargs.get("name"):
             kwargs["name"] = worker_name()
         queues = args[0] if args else kwargs.pop("queues")
+        if kwargs.get("connection") is not None:  # rq's constructor talks to Redis already
+            outages.wait_for_redis(kwargs["connection"], name=kwargs["name"], stop=lambda: False)
         resolved, self.device_classes = resolve_queues(queues)
         # Started on the plain queue: the classes follow the device, so they are derived again
         # once the CUDA self-test has said whether this worker really runs on CUDA.
@@ -185,12 +187,57 @@ class EvaluationWorker(Worker):
         self._saved = False  # whether this worker saved the running job's result
         self._last_rq_heartbeat = (float("-inf"), 0)  # when, and the TTL it gave (heartbeat())
         self._job_waits = False  # another job waited when the last one ended (execute_job)
+        self._redis_lost = False  # this run of rq's work loop ended because Redis went away
+
+    def work(self, burst: bool = False, **kwargs: Any) -> bool:
+        """rq's work loop, started again (registration included) when it ended because Redis
+        went away, once Redis answers: rq's loop quits on any error outside its dequeue, and
+        Redis refusing a heartbeat while a horse runs is one. A worker that is not bounded
+        (burst, ``max_jobs``, ``max_idle_time``) keeps working until it is asked to stop."""
+        bounded = burst or any(kwargs.get(k) is not None for k in ("max_jobs", "max_idle_time"))
+        worked, next_wait = False, outages.backoff()
+        while True:
+            self._redis_lost = False
+            try:
+                worked = super().work(burst, **kwargs) or worked
+            except outages.REDIS_ERRORS as exc:
+                self._redis_lost = True
+                log.error("worker %s: lost Redis: %s", self.name, exc)
+            except StopRequested:  # rq's signal handler, while this loop waited for Redis
+                return worked
+            if self._stop_requested or (bounded and not self._redis_lost):
+                return worked
+            if not self._redis_lost:
+                log.error("worker %s: its work loop ended unasked; starting it again", self.name)
+                time.sleep(next_wait())  # a fault that repeats at once must not spin
+            self._leave_pubsub()
+            try:
+                if not outages.wait_for_redis(
+                    self.connection, name=self.name, stop=lambda: self._stop_requested
+                ):
+                    return worked
+            except StopRequested:
+                return worked
+
+    def _leave_pubsub(self) -> None:
+        """Stop the command channel's thread rq started (``subscribe``), which an interrupted
+        teardown left running: the next bootstrap starts a new one."""
+        if self.pubsub_thread is None or self.pubsub is None:
+            return
+        with contextlib.suppress(*outages.REDIS_ERRORS):
+            self.pubsub.unsubscribe()
+        self.pubsub_thread.stop()
+        self.pubsub_thread.join(timeout=1)
+        with contextlib.suppress(*outages.REDIS_ERRORS):
+            self.pubsub.close()
+        self.pubsub_thread = None
 
     def bootstrap(self, *args: Any, **kwargs: Any) -> None:
         # The name first: a mistaken second worker under a live one's name must not publish
         # anything under it (the self-test and the memory plan do) before rq refuses it.
         self._claim_name()
-        self.start_device()
+        if self.device_choice is None:  # not again when the loop starts again after an outage
+            self.start_device()
         super().bootstrap(*args, **kwargs)
         self.publish_heartbeat(force=True)
         # A restarted worker may have left a submission running: recover it now, not later.
@@ -490,6 +537,10 @@ class EvaluationWorker(Worker):
         try:
             if not self._hand_to_ready_horse(job, queue):
                 super().execute_job(job, queue)
+        except outages.REDIS_ERRORS:
+            self._redis_lost = True
+            self._finish_without_redis(job, submission_id)
+            raise  # the work loop starts again once Redis answers (``work``)
         finally:
             results, self._results, self._claim = self._results, None, None
             if results is not None:
@@ -525,33 +576,63 @@ class EvaluationWorker(Worker):
         """rq's wait for the horse's end, after taking the result it sends (``jobs.Claim``) and
         saving it at once: the submitter sees the score while the horse still finishes rq's
         bookkeeping and exits, as when the horse saved it itself."""
+        self._take_result()
+        return super().wait_for_horse()
+
+    def _take_result(self) -> None:
+        """The result the running horse sends, if it sends one, saved (``_saved``). rq's
+        monitoring alarm may interrupt the wait for it (the reader keeps what came so far), to
+        send the heartbeats, but not the save."""
         results = self._results
         if results is not None and not results.done:
             result = results.read(self.horse_pid)
             if result is not None:
-                # rq's monitoring alarm (armed around this call) must not stop the save halfway.
                 left = signal.alarm(0)
                 try:
                     self._saved = self._save_result(result)
                 finally:
                     if left:
                         signal.alarm(left)
-        return super().wait_for_horse()
 
     def _save_result(self, result: EvalResult) -> bool:
         """The result the horse sent (``jobs.save_handed_result``), saved; False when saving
-        failed. A submission whose result could not be saved stays running without a horse once
-        the horse has ended: recovery runs it again."""
+        failed. While the database does not answer, the worker keeps the result and tries again
+        (its heartbeat keeps its claim); only a stop request gives up, and the submission, still
+        running without a horse, is then run again by recovery."""
         claim = self._claim
         if claim is None:
             return False
         try:
-            return save_handed_result(claim, result)
+            return outages.save_patiently(
+                lambda: save_handed_result(claim, result),
+                what=f"the result of submission {claim.submission_id}",
+                stop=lambda: self._stop_requested,
+                while_waiting=lambda: self.publish_heartbeat(with_sample=False),
+            )
         except Exception:
             log.exception(
                 "worker %s: the result of %s was not saved", self.name, claim.submission_id
             )
             return False
+
+    def _finish_without_redis(self, job: Job, submission_id: int | None) -> None:
+        """Redis went away while a horse ran: let the horse finish, save the result it sends,
+        and reap it, through the database alone (rq's monitoring needs Redis). A horse that
+        ended without a result has its submission run again, for the true reason."""
+        pid = self.horse_pid
+        if not pid:
+            return
+        log.error("worker %s: Redis went away during job %s; finishing it", self.name, job.id)
+        self._take_result()
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        self._horse_pid = 0
+        if submission_id is not None and not self._saved:
+            with contextlib.suppress(Exception):  # the database may be down too: recovery's
+                outcome = services.submission_retry_or_fail(
+                    submission_id=submission_id, cause=services.QUEUE_LOST, worker_name=self.name
+                )
+                log.warning("submission %s without a result: %s", submission_id, outcome)
 
     def _count_outcome(self, job: Job, submission_id: int | None, saved: bool = False) -> None:
         """Count evaluations this worker finished; a duplicate job that found its submission
@@ -691,6 +772,9 @@ class EvaluationWorker(Worker):
                 report = recovery.reconcile_if_due(self.connection)
         except StopRequested:
             raise
+        except outages.REDIS_ERRORS as exc:  # an outage, not a fault of recovery's: one line
+            log.warning("worker %s: recovery waits for Redis: %s", self.name, exc)
+            return
         except Exception:
             log.exception("worker %s: recovery failed; the next heartbeat tries again", self.name)
             return

@@ -429,6 +429,15 @@ WORKER_LOST = RetryCause(
     by_system=True,
 )
 
+# Redis (the queue) went away while the attempt ran and it ended without a result.
+QUEUE_LOST = RetryCause(
+    log_line="the job queue (Redis) went away during the evaluation",
+    message="The evaluation was interrupted twice by an outage of our job queue. This is not a "
+    "problem with your model and does not count against your quota; you can submit it again, "
+    "or an operator can re-run it.",
+    by_system=True,
+)
+
 
 def submission_retry_or_fail(
     *,
