@@ -56,13 +56,20 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         exc = ValidationError({exc.field: [exc.message]}) if exc.field else Conflict(exc.message)
     elif isinstance(exc, ObjectDoesNotExist):
         exc = NotFound(str(exc))
-    elif isinstance(exc, OperationalError | InterfaceError):
+    elif database_unavailable(exc):
         log.warning("API request failed: the database is unavailable: %s", exc)
         return _unavailable(DATABASE_UNAVAILABLE)
     elif isinstance(exc, RedisError):
         log.warning("API request failed: Redis is unavailable: %s", exc)
         return _unavailable(REDIS_UNAVAILABLE)
     return exception_handler(exc, context)
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot be reached now (down, restarting, refusing
+    connections), as opposed to a query that is wrong: the API's 503 and the site's "down for a
+    moment" page (``portal.database_outage``) both ask this."""
+    return isinstance(exc, OperationalError | InterfaceError)
 
 
 def _unavailable(why: str) -> Response:

@@ -90,6 +90,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A view that cannot reach the database answers "down for a moment" (503), not a 500.
+    "portal.database_outage.DatabaseOutageMiddleware",
 ]
 
 # --- Templates ---

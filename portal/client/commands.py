@@ -175,11 +175,22 @@ def _wait_for(api: PortalApi, submission_id: int) -> int:
 
 
 def _score(s: dict[str, Any]) -> str:
-    """The score, or "blind" while the task's board hides scores (the API then omits them)."""
+    """The score, or "blind" while the task's board hides scores, or "withheld" while the task
+    is withdrawn (the API then omits them)."""
+    if s.get("task_withdrawn"):
+        return "withheld"
     return "blind" if s.get("scores_blind") else display.number(s.get("score"), 6)
 
 
+def _task(s: dict[str, Any]) -> str:
+    """The task's slug; the API leaves it out (null) while the organisers have withdrawn it."""
+    return str(s["task"]) if s.get("task") else "a withdrawn task"
+
+
 def _final(s: dict[str, Any]) -> int:
+    if s["status"] == "succeeded" and s.get("task_withdrawn"):
+        print(f"Submission {s['id']} succeeded; its task is withdrawn, so no result is shown.")
+        return 0
     if s["status"] == "succeeded":
         print(
             f"Submission {s['id']} succeeded: score {_score(s)}, "
@@ -194,7 +205,7 @@ def status(args: argparse.Namespace) -> int:
     s = _api(args).get(f"/api/submissions/{args.id}/")
     pairs: list[tuple[str, Any]] = [
         ("Submission", s["id"]),
-        ("Task", s["task"]),
+        ("Task", _task(s)),
         ("File", f"{s['original_name']} ({s['size_bytes']} bytes)"),
         ("Status", s["status"] + (f" ({s['progress']:.0%})" if s["status"] == "running" else "")),
         ("Submitted", display.local_time(s["created_at"])),
@@ -202,7 +213,7 @@ def status(args: argparse.Namespace) -> int:
     ]
     if s.get("queue_position"):
         pairs.append(("Queue", f"{s['queue_position']} ahead"))
-    if s["status"] == "succeeded":
+    if s["status"] == "succeeded" and not s.get("task_withdrawn"):
         pairs += [
             ("Score", _score(s)),
             (
@@ -239,7 +250,7 @@ def select(args: argparse.Namespace) -> int:
     method = "DELETE" if args.unselect else "POST"
     s = _api(args).request(method, f"/api/submissions/{args.id}/select/").json()
     state = "is one of your finals" if s.get("selected") else "is not one of your finals"
-    print(f"Submission {s['id']} ({s['task']}) {state}.")
+    print(f"Submission {s['id']} ({_task(s)}) {state}.")
     return 0
 
 
@@ -248,7 +259,7 @@ def submissions(args: argparse.Namespace) -> int:
     rows = [
         [
             s["id"],
-            s["task"],
+            _task(s),
             s["status"],
             _score(s),
             display.local_time(s["created_at"]),

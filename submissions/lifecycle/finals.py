@@ -103,6 +103,11 @@ def submission_select(*, user: Any, submission_id: int, selected: bool = True) -
         if submission is None:
             raise Submission.DoesNotExist(NOT_YOURS)
         task = submission.task
+        if task.withdrawn_for(user):  # refused without naming it (_check_task would)
+            raise SelectionRefused(
+                f"Submission {submission_id}'s task has been withdrawn by the organisers: its "
+                "finals do not change while it is withdrawn."
+            )
         _check_task(task)
         mine = {s.pk: s for s in _locked(user, task)}
         if submission_id not in mine:  # a former team's submission: no longer theirs to choose

@@ -548,7 +548,8 @@ class FinalChoice:
 
 def final_choices(*, user: Any) -> list[FinalChoice]:
     """For "My submissions": each task with a selection limit where the viewer has a
-    submission that succeeded (or one still selected), newest first. One query."""
+    submission that succeeded (or one still selected), newest first; no withdrawn task
+    (``Task.withdrawn_for``), whose name is not shown. One query."""
     rows = (
         submissions_of(user=user)
         .filter(task__final_selections__gt=0)
@@ -556,6 +557,8 @@ def final_choices(*, user: Any) -> list[FinalChoice]:
     )
     by_task: dict[int, FinalChoice] = {}
     for s in rows:
+        if s.task.withdrawn_for(user):
+            continue
         if s.task_id not in by_task:
             by_task[s.task_id] = FinalChoice(
                 s.task, [], not s.task.has_closed(), s.task.scores_shown_to(user)

@@ -217,6 +217,14 @@ class Task(models.Model):
         """Without a query: the foreign key holds the class's slug (``to_field``)."""
         return str(self.device_class_id)
 
+    def withdrawn_for(self, user: Any) -> bool:
+        """Whether this task is withdrawn as far as this viewer is concerned: hidden by the
+        operators, and the viewer is not one of them. Who submitted to it before it was hidden
+        still sees that the submission exists (their upload, counted in their history) and its
+        status, but not the task's title, slug or page, nor the submission's results, until the
+        task is shown again. Pages, the API and e-mails ask this one rule."""
+        return self.is_hidden and not bool(getattr(user, "is_staff", False))
+
     def scores_shown_to(self, user: Any) -> bool:
         """Whether this viewer may see scores of this task (their own included): not while its
         board is blind, except to operators."""
@@ -282,6 +290,12 @@ class Submission(models.Model):
         CANCELLED = "cancelled", "Cancelled"
 
     FINAL_STATUSES = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+    # What a participant is told instead of a withdrawn task's name and results
+    # (``Task.withdrawn_for``): on the list, the submission's page and in the API.
+    TASK_WITHDRAWN_NOTICE = (
+        "The organisers have withdrawn this task. Your submission stays in your list, but the "
+        "task's name and page and this submission's results are not shown while it is withdrawn."
+    )
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="submissions"

@@ -190,15 +190,22 @@ def email_text(submission: Submission, status: str) -> tuple[str, str]:
     """Subject and body of the submitter's e-mail: what they can see on the submission's page,
     nothing about workers or hosts."""
     task = submission.task
-    what = f"Your submission #{submission.pk} ({submission.original_name}) to “{task.title}”"
+    withdrawn = task.withdrawn_for(submission.user)
+    named = "a withdrawn task" if withdrawn else f"“{task.title}”"
+    what = f"Your submission #{submission.pk} ({submission.original_name}) to {named}"
     if status == Submission.Status.SUCCEEDED:
         score = "no score" if submission.score is None else f"{submission.score:.6g}"
-        detail = f"{what} succeeded.\nScore ({task.metric}, public rows): {score}"
+        detail = f"{what} succeeded."
+        if not withdrawn:  # a withdrawn task's results are not shown (Task.withdrawn_for)
+            detail += f"\nScore ({task.metric}, public rows): {score}"
     else:
         detail = f"{what} failed.\n\n{submission.error_message or 'No reason was recorded.'}"
+    if withdrawn:
+        detail += f"\n\n{Submission.TASK_WITHDRAWN_NOTICE}"
     profile = f"{settings.SITE_URL}{reverse('profile')}"
     body = (
         f"{detail}\n\nDetails: {submission_url(submission)}\n\n"
         f"You receive this e-mail because of your notification settings: {profile}\n"
     )
-    return f"[{task.title}] Submission #{submission.pk} {status}", body
+    subject = "[withdrawn task]" if withdrawn else f"[{task.title}]"
+    return f"{subject} Submission #{submission.pk} {status}", body

@@ -132,7 +132,8 @@ class SubmissionListApi(APIView):
         page = paginator.paginate_queryset(
             selectors.submissions_of(user=request.user), request, view=self
         )
-        return paginator.get_paginated_response(SubmissionSerializer(page, many=True).data)
+        data = SubmissionSerializer(page, many=True, context={"request": request}).data
+        return paginator.get_paginated_response(data)
 
     @extend_schema(
         request={"multipart/form-data": SubmissionCreateSerializer},
@@ -144,7 +145,7 @@ class SubmissionListApi(APIView):
         submission = submission_create(
             user=request.user, task=task, upload=form["file"], description=form["description"]
         )
-        data = SubmissionSerializer(submission).data
+        data = SubmissionSerializer(submission, context={"request": request}).data
         data["notice"] = selectors.task_device_notice(task=task)  # "" while a worker is online
         return Response(data, status=status.HTTP_201_CREATED)
 
@@ -155,7 +156,7 @@ class SubmissionDetailApi(APIView):
     @extend_schema(responses={200: SubmissionDetailSerializer, 404: NOT_FOUND})
     def get(self, request: Request, pk: int) -> Response:
         submission = selectors.submission_get_own(user=request.user, pk=pk)
-        data = SubmissionSerializer(submission).data
+        data = SubmissionSerializer(submission, context={"request": request}).data
         place = selectors.submission_queue_place(submission=submission)
         data["queue_position"] = place["position"] if place else None
         data["queue"] = place
@@ -181,7 +182,7 @@ class SubmissionCancelApi(APIView):
                 "can be cancelled."
             )
         submission.refresh_from_db()
-        return Response(SubmissionSerializer(submission).data)
+        return Response(SubmissionSerializer(submission, context={"request": request}).data)
 
 
 class SubmissionSelectApi(APIView):

@@ -121,6 +121,11 @@ class SubmissionSerializer(serializers.ModelSerializer):
         help_text="True while the task's board is blind: score and metrics are left out until "
         "the organisers reveal them."
     )
+    task_withdrawn = serializers.SerializerMethodField(
+        help_text="True while the organisers have withdrawn (hidden) the task: `task` is null, "
+        "the results (score, metrics, latency, throughput, timing, dataset version) are left "
+        "out and `notices` says why; the submission's own facts and status remain."
+    )
     costs_complete = serializers.BooleanField(
         read_only=True, allow_null=True, help_text=COSTS_COMPLETE_HELP
     )
@@ -149,6 +154,7 @@ class SubmissionSerializer(serializers.ModelSerializer):
             "error_message",
             "selected",
             "scores_blind",
+            "task_withdrawn",
             "model_info",
             *STATIC_COST_FIELDS,
             *RESULT_FIELDS,
@@ -158,8 +164,17 @@ class SubmissionSerializer(serializers.ModelSerializer):
             "timing",
         ]
         read_only_fields = fields
-        # Private scores until the task reveals them; every score while its board is blind.
+        # Private scores until the task reveals them; every score while its board is blind;
+        # every result while the task is withdrawn.
         omitted_sometimes = ("score", "metrics", "score_private", "metrics_private")
+        withheld_while_withdrawn = (
+            *RESULT_FIELDS,
+            "score_private",
+            "metrics_private",
+            "batch_latencies_ms",
+            "timing",
+            "dataset_version",
+        )
 
     # Per class (a subclass builds its own): see get_fields.
     _built_fields: ClassVar[dict[str, serializers.Field[Any, Any, Any, Any]] | None] = None
@@ -182,13 +197,23 @@ class SubmissionSerializer(serializers.ModelSerializer):
         # Only owners read a submission through the API: the owner is the viewer.
         return not submission.task.scores_shown_to(submission.user)
 
+    def get_task_withdrawn(self, submission: Submission) -> bool:
+        # The viewer is the request's user (a teammate reads a team's submissions too), else
+        # the owner.
+        request = self.context.get("request")
+        viewer = request.user if request is not None else submission.user
+        return submission.task.withdrawn_for(viewer)
+
     def to_representation(self, instance: Submission) -> dict[str, Any]:
         data = super().to_representation(instance)
         hidden = ["score_private", "metrics_private"] if not instance.task.private_revealed else []
         if data["scores_blind"]:
             hidden = ["score", "metrics", "score_private", "metrics_private"]
+        if data["task_withdrawn"]:
+            hidden = list(self.Meta.withheld_while_withdrawn)
+            data.update(task=None, notices=[Submission.TASK_WITHDRAWN_NOTICE])
         for name in hidden:
-            data.pop(name)
+            data.pop(name, None)
         return data
 
 

@@ -189,6 +189,7 @@ def submission_list(request: HttpRequest) -> HttpResponse:
     submissions = list(selectors.submissions_of(user=request.user))
     for s in submissions:  # a blind task's scores are not shown, the owner's own included
         s.scores_shown = s.task.scores_shown_to(request.user)  # type: ignore[attr-defined]
+        s.task_withdrawn = s.task.withdrawn_for(request.user)  # type: ignore[attr-defined]
     finals = selectors.final_choices(user=request.user)
     context = {"submissions": submissions, "finals": finals}
     return render(request, "submissions/submission_list.html", context)
@@ -243,6 +244,7 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "timing_facts": timing_facts(submission),
             "advice": failure_advice(submission) if submission.status == "failed" else "",
             "scores_shown": submission.task.scores_shown_to(request.user),
+            "task_withdrawn": submission.task.withdrawn_for(request.user),
         },
     )
 
