@@ -78,8 +78,8 @@ def restrict_self(
 
     Every filesystem right the ABI knows is handled, so whatever no rule grants is refused. On
     ABI 4 and later TCP bind and connect are handled with no rule (all refused); on ABI 6 and later
-    abstract unix sockets and signals are scoped to this domain. Paths that do not exist are
-    skipped: a host without CUDA has no /usr/local/cuda."""
+    abstract unix sockets and signals are scoped to this domain. Paths that do not exist, or that
+    this uid cannot reach, are skipped: a host without CUDA has no /usr/local/cuda."""
     fs = handled_fs(abi)
     attr = _RulesetAttr(fs, 0, 0)
     if abi >= 4:
@@ -104,8 +104,8 @@ def restrict_self(
 def _allow(ruleset: int, path: str, rights: int) -> None:
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return
+    except (FileNotFoundError, PermissionError):
+        return  # out of our reach already: a rule would grant nothing
     try:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             rights &= _FILE_RIGHTS
