@@ -93,6 +93,8 @@ def details(results: list[dict[str, Any]]) -> str:
         out += [f"- stuck: {dict(r['stuck'])}"] if r["stuck"] else []
         out += [f"- failed {n}: {why}" for why, n in r["failed"].items()]
         out += [f"- lost: {why}" for why in r["lost_why"]]
+        if r["client_retries_after_503"]:
+            out.append(f"- uploads asked again after a 503: {r['client_retries_after_503']}")
         out += [f"- {page}: {counts}" for page, counts in r["failures_by_page"].items()]
         if r["restarted_after"]:
             out.append(f"- started again by the suite after the fault: {r['restarted_after']}")
