@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument(
         "--iterations", type=int, default=5_000, help="Loop trips per batch of the model"
     )
-    parser.add_argument("--recover-timeout", type=float, default=90.0, help="seconds")
+    parser.add_argument("--recover-timeout", type=float, default=60.0, help="seconds")
     parser.add_argument("--logs", default=str(ROOT / "var" / "chaos"), help="log folder")
     parser.add_argument("--json", help="write the results here as JSON")
     args = parser.parse_args(argv)
