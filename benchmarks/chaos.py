@@ -34,13 +34,14 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import IO, Any, NoReturn
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from benchmarks import chaos_report, kill_recovery, queue_latency, site_load
@@ -235,37 +236,44 @@ def _url(server: SplitResult, host_port: str, database: str) -> str:
     return urlunsplit(server._replace(netloc=netloc, path=f"/{database}"))
 
 
+def _log(log_dir: Path, name: str) -> IO[bytes]:
+    return (log_dir / f"{name}.log").open("ab")
+
+
 def set_up(stack: contextlib.ExitStack, args: argparse.Namespace) -> Stage:
     """Every process of the suite, each one's stop pushed on ``stack``."""
     log_dir = Path(args.logs)
     log_dir.mkdir(parents=True, exist_ok=True)
     for old in log_dir.glob("*.log"):  # the folder holds the last run's logs, appended to by it
         old.unlink()
-    redis = RedisServer(site_load._free_port(), (log_dir / "redis.log").open("ab"))
+    var_dir = log_dir / "var"  # uploads and the workers' caches: nothing worth keeping
+    shutil.rmtree(var_dir, ignore_errors=True)
+    stack.callback(shutil.rmtree, var_dir, ignore_errors=True)
+    redis = RedisServer(site_load._free_port(), stack.enter_context(_log(log_dir, "redis")))
     stack.callback(redis.stop)
     redis.start()
     admin = urlsplit(os.environ.get("CHAOS_POSTGRES_URL") or POSTGRES_URL)
     proxy = FaultProxy(admin.hostname or "127.0.0.1", admin.port or 5432)
     stack.callback(proxy.close)
     proxy_port = proxy.start()
-    name = f"chaos_{os.getpid()}"
-    direct = _url(admin, admin.netloc.rpartition("@")[2], name)
-    env = _portal_env(redis.url, _url(admin, f"127.0.0.1:{proxy_port}", name), log_dir / "var")
+    name, server = f"chaos_{os.getpid()}", admin.netloc.rpartition("@")[2]
+    env = _portal_env(redis.url, _url(admin, f"127.0.0.1:{proxy_port}", name), var_dir)
     # This process reads the rows directly, so that its counting never waits on a fault.
-    os.environ.update({**env, "DATABASE_URL": direct, "DJANGO_SETTINGS_MODULE": "portal.settings"})
+    os.environ.update(env, DATABASE_URL=_url(admin, server, name))
+    os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings"
     import django
 
     django.setup()
     from django.core.management import call_command
 
-    stack.enter_context(
-        own_database(_url(admin, admin.netloc.rpartition("@")[2], "postgres"), name)
-    )
+    stack.enter_context(own_database(_url(admin, server, "postgres"), name))
     call_command("migrate", verbosity=0)
     from tests.workers.fleet_support import slow_classifier
 
     model = slow_classifier(args.iterations)
-    base = stack.enter_context(web({**os.environ, **env}, (log_dir / "gunicorn.log").open("ab")))
+    base = stack.enter_context(
+        web({**os.environ, **env}, stack.enter_context(_log(log_dir, "web")))
+    )
     fleet = Fleet({**os.environ, **env}, log_dir)
     stack.enter_context(fleet)
     restore_fleet(fleet)
