@@ -9,7 +9,7 @@ PORT ?= 8000
 WORKERS ?= 2
 VAR_DIR ?= $(CURDIR)/var
 
-.PHONY: venv demo test browser lint typecheck bench gpu-check stop clean
+.PHONY: venv demo test browser lint typecheck bench chaos gpu-check stop clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,14 @@ typecheck: venv
 bench: venv
 	$(if $(REDIS_URL),,DEBUG=$${DEBUG:-1}) SECRET_KEY=$${SECRET_KEY:-insecure-bench-only-key} PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/bench} \
 		$(BIN)/python -m benchmarks
+
+# Issue 37's fault suite (docs/operations.md, "Fault suite"): kills workers, Redis and the
+# database's connections during bursts of uploads and prints what became of them. It starts its
+# own redis-server and database (on CHAOS_POSTGRES_URL's server, default the local PostgreSQL as
+# postgres) and stops them; DEBUG stays off, as in production. CHAOS_ARGS: e.g. --faults redis-down.
+chaos: venv
+	SECRET_KEY=$${SECRET_KEY:-insecure-chaos-only-key} \
+		$(BIN)/python -m benchmarks.chaos $(CHAOS_ARGS)
 
 # The first thing to run on a new GPU host, with the worker's environment (docs/operations.md,
 # "GPU acceptance check"): exits 1 on any failed check, or when there is no GPU at all.
