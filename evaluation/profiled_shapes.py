@@ -19,8 +19,8 @@ import onnx
 import onnxruntime as ort
 from onnx import ModelProto
 
-from evaluation.costs import StaticCosts, static_costs
-from evaluation.op_costs import Shape
+from evaluation.costs import StaticCosts, static_costs, uncounted_macs
+from evaluation.op_costs import RULES, Shape
 
 _PREFIX = "p"
 _KERNEL = "_kernel_time"
@@ -62,6 +62,11 @@ def costs_from_run(model_bytes: bytes, batch: np.ndarray) -> StaticCosts:
     ``CostsUnavailable`` as ``static_costs`` does, and onnxruntime's errors for a model that
     cannot run on the CPU)."""
     model = onnx.load_model_from_string(model_bytes)  # external data was refused at upload
+    inferred = static_costs(model, batch.shape)
+    if not any(op in RULES for op in uncounted_macs(dict(inferred.not_counted))):
+        # What is left out has no rule at any shape (a Loop's body, a custom operator): a run
+        # would observe shapes for nothing, at the price of profiling every node it runs.
+        return inferred
     stored = {t.name for t in model.graph.initializer}
     input_name = next(i.name for i in model.graph.input if i.name not in stored)
     observed = profiled_shapes(model, batch, input_name)
