@@ -420,8 +420,13 @@ def padded_batches(inputs: np.ndarray, batch_size: int) -> list[np.ndarray]:
 
 def first_batch(data: Dataset, spec: TaskSpec) -> np.ndarray:
     """The dataset's first batch at the task's fixed shape (padded): what timing runs on."""
-    inputs = data.inputs[: spec.batch_size].astype(spec.input_dtype, copy=False)
-    return padded_batches(inputs, spec.batch_size)[0]
+    return first_inputs_batch(data.inputs, spec)
+
+
+def first_inputs_batch(inputs: np.ndarray, spec: TaskSpec) -> np.ndarray:
+    """The first batch of ``inputs`` at the task's fixed shape (padded)."""
+    batch = inputs[: spec.batch_size].astype(spec.input_dtype, copy=False)
+    return padded_batches(batch, spec.batch_size)[0]
 
 
 def _shape_error(out: np.ndarray, spec: TaskSpec) -> EvaluationError:
@@ -446,7 +451,7 @@ _DOT_SCREENED = (np.dtype(np.float32), np.dtype(np.float64))  # what BLAS dots
 # dot product): on a GPU host one thread's read of the depth model's predictions took longer than
 # the runner's whole margin over a bare IOBinding loop. Chosen, not tuned: four parts were faster
 # than one thread there (more were not tried); on a 2-core box the threads' start ate most of the
-# gain, so parts stay at 4 MB or more (the figures: docs/benchmarks-history.md, 27 Nov 2026).
+# gain, so parts stay at 4 MB or more (the figures: docs/benchmarks-history.md).
 _SCREEN_PART_BYTES = 4 << 20
 _SCREEN_THREADS = 4
 
@@ -679,24 +684,42 @@ def _build_facts(provider: str, device: DeviceConfig) -> dict[str, Any]:
     }
 
 
-def evaluate_session(
+@dataclass
+class ModelRun:
+    """What running the model gave, before scoring: the model's side of an evaluation, which a
+    confined model process sends back (``evaluation.model_process``); the targets never enter it."""
+
+    preds: np.ndarray
+    timing: Timing
+    provider: str
+    scoring_wait_s: float
+
+
+def run_model(
     session: ort.InferenceSession,
-    data: Dataset,
+    inputs: np.ndarray,
     spec: TaskSpec,
     device: DeviceConfig,
     progress: ProgressCallback | None = None,
     hooks: TimingHooks | None = None,
-) -> EvalResult:
-    """Everything after session creation: check the provider, score every row, then time."""
+) -> ModelRun:
+    """Everything after session creation that runs the model: check the provider, predict every
+    row, then time one batch."""
     provider = _check_provider(session, spec, device)
-    inputs = data.inputs.astype(spec.input_dtype, copy=False)
+    inputs = inputs.astype(spec.input_dtype, copy=False)
     hooks = hooks or TimingHooks()
     with hooks.scoring() as gate:  # left before timing: a worker never waits for itself
         turn = GiveWay(gate, spec.time_limit_s)
         preds = predict(session, inputs, spec, device, progress, turn)
-    public, private = _score(spec, preds, data)
-    timing = time_model(session, first_batch(data, spec), spec, device, hooks)
+    timing = time_model(session, first_inputs_batch(inputs, spec), spec, device, hooks)
     timing.conditions = {**_build_facts(provider, device), **timing.conditions}
+    return ModelRun(preds=preds, timing=timing, provider=provider, scoring_wait_s=turn.waited_s)
+
+
+def score_run(run: ModelRun, data: Dataset, spec: TaskSpec, device: DeviceConfig) -> EvalResult:
+    """The result of ``run`` on ``data``: its scores against the targets, and its timing."""
+    public, private = _score(spec, run.preds, data)
+    timing, provider = run.timing, run.provider
     return EvalResult(
         score=public.get(spec.metric),
         score_private=private.get(spec.metric),
@@ -710,14 +733,27 @@ def evaluate_session(
         latency_spread=timing.spread,
         latency_unstable=timing.unstable,
         timing_exclusive=timing.exclusive,
-        timing={**timing.summary(), "scoring_wait_s": round(turn.waited_s, 3)},
+        timing={**timing.summary(), "scoring_wait_s": round(run.scoring_wait_s, 3)},
         throughput=spec.batch_size * 1000.0 / max(timing.mean_ms, 1e-12),
         provider=provider,
         device_name=device.device_name if provider == CUDA else "CPU",
         ort_version=ort.__version__,
-        samples_evaluated=len(inputs),
+        samples_evaluated=len(run.preds),
         batch_latencies_ms=timing.kept_batches_ms,
     )
+
+
+def evaluate_session(
+    session: ort.InferenceSession,
+    data: Dataset,
+    spec: TaskSpec,
+    device: DeviceConfig,
+    progress: ProgressCallback | None = None,
+    hooks: TimingHooks | None = None,
+) -> EvalResult:
+    """Everything after session creation, in this process: run the model, then score the run."""
+    run = run_model(session, data.inputs, spec, device, progress, hooks)
+    return score_run(run, data, spec, device)
 
 
 def evaluate(
