@@ -1,0 +1,198 @@
+"""The model's process: a fresh interpreter that loads and runs one untrusted model, confined.
+
+Started by the worker (``evaluation.sandbox.ModelProcess``) with ``python -m
+evaluation.model_process CONFIG``, with a clean environment (none of the portal's settings or
+credentials), no file descriptor but its channel (stdin, stdout) and stderr, and a private
+scratch directory as its working and temporary directory. It imports the engine, numpy and
+onnxruntime, confines itself (``evaluation.confine``: no network, a read-only view of its
+libraries, no exec, no fork, resource limits), warms onnxruntime up and says it is ready. Then
+it takes one job: the model's bytes, the inputs and how to run them; it sends back the
+predictions, the timing and, when asked, the costs a run observes. It never sees the targets:
+the worker scores the predictions. While it runs, the timing lock, the device readings and the
+progress bar are the worker's: asked for over the channel (``RemoteHooks``).
+
+A fork of the worker would carry the worker's secrets in its memory; this process starts from an
+exec and imports nothing of Django or of the portal's settings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+import traceback
+from collections.abc import Iterator
+from typing import Any
+
+from evaluation.channel import Channel, Message
+from evaluation.confine import Confinement, Protections, confine
+
+ENGINE_LIBRARIES_BYTES = 256 << 20
+THREAD_STACK_BYTES = 8 << 20  # glibc's default stack size, as onnxruntime's threads get it
+
+
+def _vm_size() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class RemoteHooks:
+    """The runner's TimingHooks, answered by the worker over the channel."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.facts: dict[str, Any] = {}
+
+    def ask(self, op: str, **fields: Any) -> dict[str, Any]:
+        self.channel.send({"op": op, **fields})
+        return self.channel.receive().header
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[bool]:
+        held = bool(self.ask("lock").get("held"))
+        try:
+            yield held
+        finally:
+            self.ask("unlock")
+
+    def observe(self) -> dict[str, Any]:
+        reading = self.ask("observe").get("reading")
+        return reading if isinstance(reading, dict) else {}
+
+    @contextlib.contextmanager
+    def scoring(self) -> Iterator[RemoteHooks]:
+        self.ask("scoring")
+        try:
+            yield self
+        finally:
+            self.ask("scored")
+
+    def due(self) -> bool:  # the scoring gate's side (evaluation.timing.ScoringGate)
+        return bool(self.ask("due").get("due"))
+
+    def give_way(self, limit_s: float) -> float:
+        return float(self.ask("give_way", limit_s=limit_s).get("waited_s", 0.0))
+
+    def progress(self, fraction: float) -> None:
+        self.channel.send({"op": "progress", "fraction": fraction})
+
+
+def _run(channel: Channel, job: Message, allow_test_hook: bool) -> None:
+    """Load and run the job's model; send its result, or what went wrong."""
+    from evaluation.profiled_shapes import costs_from_run
+    from evaluation.runner import (
+        DeviceConfig,
+        EvaluationError,
+        create_session,
+        first_inputs_batch,
+        out_of_memory_error,
+        run_model,
+    )
+    from evaluation.spec import TaskSpec
+    from evaluation.timing import TimingHooks, TimingProtocol
+
+    spec_fields = dict(job.header["spec"])
+    spec_fields["timing"] = TimingProtocol(**spec_fields["timing"])
+    for key in ("input_shape", "output_shape"):
+        spec_fields[key] = tuple(spec_fields[key])
+    spec = TaskSpec(**spec_fields)
+    device = DeviceConfig(**job.header["device"])
+    model_bytes, inputs = job.blobs["model"], job.arrays["inputs"]
+    channel.send({"op": "loading"})  # the worker starts measuring this process's memory
+    channel.receive()
+    hook = job.header.get("test_hook")
+    try:
+        if hook and allow_test_hook:  # tests only: hostile code where a model would be parsed
+            exec(compile(hook, "<test hook>", "exec"), {"model_bytes": model_bytes})
+        session = create_session(model_bytes, device)
+    except MemoryError as exc:  # the address-space limit, hit outside onnxruntime's arena
+        raise out_of_memory_error(exc, device) or EvaluationError(str(exc)) from exc
+    channel.send({"op": "loaded"})
+    remote = RemoteHooks(channel)
+    hooks = TimingHooks(lock=remote.lock, observe=remote.observe, scoring=remote.scoring)
+    run = run_model(session, inputs, spec, device, progress=remote.progress, hooks=hooks)
+    costs = None
+    if job.header.get("complete_costs"):
+        with contextlib.suppress(Exception):  # the result stands without them
+            batch = first_inputs_batch(inputs, spec)
+            costs = dataclasses.asdict(costs_from_run(model_bytes, batch))
+    timing = dataclasses.asdict(run.timing)
+    header: dict[str, Any] = {"op": "result", "timing": timing, "provider": run.provider}
+    header["costs"] = costs
+    header["scoring_wait_s"] = run.scoring_wait_s
+    channel.send(header, arrays={"preds": run.preds})
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    from evaluation.runner import DeviceUnavailable, EvaluationError
+
+    if isinstance(exc, EvaluationError):
+        kind = "device" if isinstance(exc, DeviceUnavailable) else "model"
+        return {"op": "error", "kind": kind, "message": str(exc)}
+    return {"op": "error", "kind": "internal", "message": traceback.format_exc()}
+
+
+def _start(config: dict[str, Any]) -> tuple[Channel, Protections]:
+    """The channel, this process confined, the engine imported, onnxruntime warmed up when the
+    worker says so.
+
+    Confined before onnxruntime is imported: importing it starts a thread, and an unshared
+    namespace needs a single-threaded process, Landlock binds the threads started after it."""
+    channel = Channel(0, os.dup(1))
+    os.dup2(2, 1)  # a library's print must not land in the channel
+    import numpy  # no thread of its own: the worker gives OpenBLAS one
+
+    del numpy  # imported before confinement, which counts its mappings in
+
+    added = config.get("address_space_added_bytes")
+    threads = config["device"].get("intra_op_threads") or os.cpu_count() or 1
+    protections = confine(
+        Confinement(
+            scratch=config["scratch"],
+            read_paths=tuple(config["read_paths"]),
+            device_paths=tuple(config.get("device_paths", ())),
+            cpu_seconds=config.get("cpu_seconds"),
+            address_space_bytes=_vm_size() + _engine_bytes(threads) + int(added) if added else None,
+            network_namespace=bool(config.get("network_namespace", True)),
+        )
+    )
+    from evaluation import profiled_shapes, runner, warm_up
+
+    del profiled_shapes  # imported now, as the job would later
+    channel.receive()  # the worker's go-ahead: on a GPU, its turn on the device
+    device = runner.DeviceConfig(**config["device"])
+    model, inputs = warm_up.warm_up_model(device)
+    runner.create_session(model, device).run(None, {"x": inputs})
+    return channel, protections
+
+
+def _engine_bytes(threads: int) -> int:
+    """Address space onnxruntime and the engine map beside a model: their libraries, and a stack
+    for each of the session's threads."""
+    return ENGINE_LIBRARIES_BYTES + threads * THREAD_STACK_BYTES
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    try:
+        channel, protections = _start(config)
+    except BaseException:
+        print(traceback.format_exc(), file=sys.stderr)
+        os._exit(3)
+    channel.send({"op": "ready", "protections": protections.as_dict()})
+    job = channel.receive()
+    if job.op != "evaluate":
+        os._exit(0)
+    try:
+        _run(channel, job, bool(config.get("allow_test_hook")))
+    except BaseException as exc:
+        channel.send(_error(exc))
+    with contextlib.suppress(Exception):  # the worker's last word, or its end of the channel
+        channel.receive()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

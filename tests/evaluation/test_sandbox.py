@@ -1,0 +1,147 @@
+"""The model process (evaluation.sandbox, evaluation.model_process) on its own: real processes,
+real onnxruntime, no worker. What it gives back is what running the model here gives."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluation.runner import DeviceConfig, EvaluationError, create_session, run_model
+from evaluation.sandbox import ModelProcess, ModelProcessDied, SandboxSettings
+from evaluation.spec import TaskSpec
+from evaluation.timing import TimingHooks, TimingProtocol
+from tests.builders import linear_classifier
+
+DEVICE = DeviceConfig(intra_op_threads=1, warmup_runs=1, cpu_memory_limit_bytes=1 << 30)
+SPEC = TaskSpec(
+    batch_size=8,
+    input_shape=(1, 8, 8),
+    input_dtype="float32",
+    output_shape=(10,),
+    metric="accuracy",
+    max_model_bytes=1 << 20,
+    time_limit_s=20,
+    timing=TimingProtocol(min_time_s=0.01, min_batches=4, passes=2),
+)
+
+
+@pytest.fixture
+def model() -> bytes:
+    rng = np.random.default_rng(3)
+    return linear_classifier(rng.normal(size=(64, 10)), rng.normal(size=10))
+
+
+@pytest.fixture
+def inputs() -> np.ndarray:
+    return np.random.default_rng(4).normal(size=(37, 1, 8, 8)).astype(np.float32)
+
+
+def _settings(tmp_path: Any) -> SandboxSettings:
+    return SandboxSettings(scratch_root=str(tmp_path), allow_test_hook=True)
+
+
+@pytest.fixture
+def process(tmp_path: Any) -> Iterator[ModelProcess]:
+    started = ModelProcess(
+        SandboxSettings(scratch_root=str(tmp_path), allow_test_hook=True), DEVICE
+    )
+    yield started
+    started.stop()
+
+
+def test_predictions_and_costs_from_the_model_process_are_those_of_a_run_here(
+    process: ModelProcess, model: bytes, inputs: np.ndarray
+) -> None:
+    protections = process.wait_ready()
+    outcome = process.evaluate(
+        model, inputs, SPEC, DEVICE, hooks=TimingHooks(), complete_costs=True
+    )
+
+    here = run_model(create_session(model, DEVICE), inputs, SPEC, DEVICE)
+    assert np.array_equal(outcome.run.preds, here.preds)
+    assert outcome.run.provider == here.provider == "CPUExecutionProvider"
+    assert outcome.run.timing.batches >= SPEC.timing.min_batches
+    assert outcome.costs is not None and outcome.costs.macs == 64 * 10 * 8
+    assert "seccomp" in protections.active() and "landlock" in protections.active()
+
+
+def test_the_worker_answers_the_lock_the_readings_and_the_progress(
+    process: ModelProcess, model: bytes, inputs: np.ndarray
+) -> None:
+    asked: list[str] = []
+
+    @contextlib.contextmanager
+    def lock() -> Iterator[bool]:
+        asked.append("lock")
+        yield True
+        asked.append("unlock")
+
+    def observe() -> dict[str, Any]:
+        asked.append("observe")
+        return {"cpu_mhz": 1234}
+
+    progress: list[float] = []
+    hooks = TimingHooks(lock=lock, observe=observe)
+    outcome = process.evaluate(
+        model, inputs, replace(SPEC, batch_size=4), DEVICE, hooks=hooks, progress=progress.append
+    )
+
+    assert asked == ["lock", "observe", "observe", "unlock"]
+    assert outcome.run.timing.exclusive
+    assert outcome.run.timing.conditions["start"] == {"cpu_mhz": 1234}
+    assert progress and all(0 <= p <= 1 for p in progress)
+
+
+def test_a_model_that_hangs_while_loading_fails_at_the_time_limit(
+    process: ModelProcess, model: bytes, inputs: np.ndarray
+) -> None:
+    with pytest.raises(EvaluationError, match="time limit of 1 s"):
+        process.evaluate(
+            model,
+            inputs,
+            replace(SPEC, time_limit_s=1),
+            DEVICE,
+            hooks=TimingHooks(),
+            test_hook="import time; time.sleep(60)",
+        )
+    assert not process.alive()
+
+
+def test_a_killed_model_process_is_reported_with_how_it_ended(
+    process: ModelProcess, model: bytes, inputs: np.ndarray
+) -> None:
+    process.wait_ready()
+    threading.Timer(0.5, os.kill, (process.pid, signal.SIGKILL)).start()
+    with pytest.raises(ModelProcessDied, match="killed by signal SIGKILL") as died:
+        process.evaluate(
+            model, inputs, SPEC, DEVICE, hooks=TimingHooks(), test_hook="import time; time.sleep(5)"
+        )
+    assert died.value.returncode == -signal.SIGKILL
+
+
+def test_the_model_process_holds_none_of_the_workers_environment(
+    model: bytes, inputs: np.ndarray, monkeypatch: Any, tmp_path: Any
+) -> None:
+    monkeypatch.setenv("SECRET_KEY", "s3cret")
+    monkeypatch.setenv("DATABASE_URL", "postgres://user:s3cret@db/portal")
+    process = ModelProcess(
+        SandboxSettings(scratch_root=str(tmp_path), allow_test_hook=True), DEVICE
+    )
+    hook = "import os; raise RuntimeError('ENV ' + ' '.join(sorted(os.environ)) + ' END')"
+    try:
+        with pytest.raises(Exception, match="ENV ") as failed:
+            process.evaluate(model, inputs, SPEC, DEVICE, hooks=TimingHooks(), test_hook=hook)
+    finally:
+        process.stop()
+    names = set(str(failed.value).split("ENV ", 1)[1].split(" END", 1)[0].split())
+    assert "PATH" in names and "TMPDIR" in names
+    assert not names & {"SECRET_KEY", "DATABASE_URL"}, names
+    assert "s3cret" not in str(failed.value)
