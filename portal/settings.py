@@ -364,9 +364,18 @@ EVAL_CUDA_CONTEXT_MB = env_int("EVAL_CUDA_CONTEXT_MB", 500, minimum=0)
 EVAL_CUDA_SELFTEST_TIMEOUT_S = env_float(
     "EVAL_CUDA_SELFTEST_TIMEOUT_S", 120.0, low=5.0, high=1800.0
 )
-# Fork the next work horse while idle and warm it up (database, Redis, the last task's dataset,
-# the CUDA context); it still runs one evaluation and exits (workers/ready_horse.py).
+# Fork the next work horse while idle and warm it up (Redis, the last task's dataset, its model
+# process); it still runs one evaluation and exits (workers/ready_horse.py).
 EVAL_READY_HORSE = env_bool("EVAL_READY_HORSE", True)
+# The model's process (docs/security.md): the protections a worker must have to start (any of
+# no_new_privs, seccomp, landlock, netns, rlimits; empty: it starts with what the host offers
+# and shows it), its CPU time, and read-only paths it needs beyond Python's and the system's
+# libraries (a CUDA toolkit installed elsewhere).
+EVAL_SANDBOX_REQUIRE = env_list("EVAL_SANDBOX_REQUIRE", [])
+EVAL_SANDBOX_CPU_SECONDS = env_int("EVAL_SANDBOX_CPU_SECONDS", 3600, minimum=1)
+EVAL_SANDBOX_READ_PATHS = env_list("EVAL_SANDBOX_READ_PATHS", [])
+# Tests only: Python run inside the model's process where a model is loaded (the attack tests).
+EVAL_SANDBOX_TEST_HOOK = env_str("EVAL_SANDBOX_TEST_HOOK", "") or ""
 # The device classes this worker serves (e.g. "a40,gpu"); empty: derived from its device
 # (a CPU worker serves "cpu", a CUDA worker "gpu" plus the classes matching its GPU's name).
 EVAL_DEVICE_CLASSES = env_list("EVAL_DEVICE_CLASSES", [])

@@ -78,6 +78,8 @@ class WorkerState:
     no_gpu_reason: str = ""
     cuda_problem: str = ""  # why this worker does not use CUDA (its start-up self-test failed)
     host_stats: dict[str, Any] = field(default_factory=dict)
+    # The protections its model processes get (evaluation.confine.Protections.as_dict).
+    sandbox: dict[str, Any] | None = None
 
     @classmethod
     def from_hash(cls, raw: dict[Any, Any]) -> WorkerState | None:

@@ -53,6 +53,7 @@ class WorkerCard:
     pid: int | None = None  # staff only
     horse_pid: int | None = None  # staff only
     cuda_problem: str = ""  # why this worker does not use CUDA (its start-up self-test failed)
+    sandbox: dict[str, Any] | None = None  # its model processes' protections (docs/security.md)
 
     @property
     def memory_used_fraction(self) -> float | None:
@@ -105,6 +106,8 @@ def _warnings(state: heartbeat.WorkerState, online: bool, age: float) -> list[st
         found.append(f"GPU problem: {state.gpu_problem}.")
     if state.cuda_problem:
         found.append(f"Not using CUDA: {state.cuda_problem}")
+    if state.sandbox is not None and state.sandbox.get("missing"):
+        found.append("Model process without: " + "; ".join(state.sandbox["missing"]))
     return found
 
 
@@ -172,6 +175,7 @@ def worker_cards(
                 pid=s.pid,
                 horse_pid=s.horse_pid if online else None,
                 cuda_problem=s.cuda_problem,
+                sandbox=s.sandbox,
             )
         )
     return sorted(cards, key=lambda c: (not c.online, c.name))

@@ -1,9 +1,11 @@
-"""rq jobs: thin wrappers that load rows, call the pure runner, and save through services.
+"""rq jobs: thin wrappers that load rows, run the model in a model process, and save through
+services.
 
-Runs in the work horse (a fresh fork per job), which is the only process that creates CUDA
-sessions. Under an ``EvaluationWorker`` the worker claims the submission and saves a success
-(``Claim``, ``ResultReader``), so the horse's own database connection is only for failures and
-progress; under a plain rq worker the job does both itself.
+Runs in the work horse (a fresh fork per job). The horse never loads a model: it hands the model
+and the inputs to a confined model process (``workers.sandboxing``, ``evaluation.sandbox``) and
+scores the predictions it sends back. Under an ``EvaluationWorker`` the worker claims the
+submission and saves a success (``Claim``, ``ResultReader``), so the horse's own database
+connection is only for failures and progress; under a plain rq worker the job does both itself.
 """
 
 from __future__ import annotations
@@ -19,34 +21,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from django.conf import settings
 from django.db import DatabaseError
 from redis import Redis
 from rq import Queue, get_current_job
 from rq.exceptions import StopRequested
 from rq.timeouts import JobTimeoutException
 
-from evaluation.costs import StaticCosts
-from evaluation.limits import (
-    LOADING,
-    added_memory_limit,
-    process_deadline,
-    time_limit_message,
-)
-from evaluation.profiled_shapes import costs_from_run
-from evaluation.runner import (
-    Dataset,
-    DeviceConfig,
-    DeviceUnavailable,
-    EvalResult,
-    EvaluationError,
-    create_session,
-    evaluate_session,
-    first_batch,
-)
-from evaluation.selftest import tiny_model
+from evaluation.limits import time_limit_message
+from evaluation.runner import Dataset, DeviceUnavailable, EvalResult, EvaluationError, score_run
+from evaluation.sandbox import ModelProcessDied
 from submissions.boards.leaderboard import BOARD_LAG_S, DRAIN_WAIT_S, leaderboard_drain_stale
 from submissions.lifecycle import services
 from submissions.models import Submission, Task
+from workers import sandboxing
 from workers.device import device_config, worker_name
 from workers.measurement import Measurement
 
@@ -107,8 +95,8 @@ def _hold(task: Task, data: Dataset) -> None:
 
 
 # The largest dataset a worker keeps for its horses (``keep_dataset_for_horses``): every fork
-# copies the page tables of the worker's memory, about 0.03 ms per MB on the 2-core development
-# box, so a worker keeps no more than this; its horses read a larger one themselves.
+# copies the page tables of the worker's memory, a cost that grows with it, so a worker keeps no
+# more than this; its horses read a larger one themselves.
 WORKER_DATASET_MAX_BYTES = 256 << 20
 _too_large_for_worker: tuple[int, int | str | None] | None = None
 
@@ -116,8 +104,7 @@ _too_large_for_worker: tuple[int, int | str | None] | None = None
 def keep_dataset_for_horses(task: Task) -> None:
     """In a worker, before it forks a horse: hold the task's dataset, which every horse forked
     afterwards inherits instead of reading it again. A horse only reads the arrays, so their
-    pages stay shared with the worker: reading the digits dataset in each ready horse took 4.2 ms
-    of CPU and 683 minor page faults of a 35 ms horse in a burst (2-core box, 27 Nov 2026).
+    pages stay shared with the worker instead of being read and faulted in by every horse.
     Held until a job of another task or another dataset version; nothing held for a dataset over
     ``WORKER_DATASET_MAX_BYTES``, or one that cannot be read here (the horse then reads it, and
     fails the job with the reason if it cannot either)."""
@@ -149,58 +136,41 @@ def _load(submission: Submission) -> tuple[bytes, Dataset]:
     return model_bytes, data if data is not None else _read_dataset(task)
 
 
-def _fail_at_load_deadline(submission_id: int, limit_s: float) -> Callable[[], None]:
-    def fail() -> None:
-        services.submission_fail(
-            submission_id=submission_id,
-            message=time_limit_message(limit_s, LOADING),
-            log_text=f"work horse ended: session creation still running after {limit_s:g} s\n",
-        )
-
-    return fail
-
-
 def _evaluate(submission: Submission, name: str) -> EvalResult:
+    """Run the model in a model process (``evaluation.sandbox``), then score its predictions
+    here: the targets never leave this process, the model never enters it."""
     model_bytes, data = _load(submission)
     device = device_config(name)
     spec = submission.task.spec()
-    # Measured and bounded after loading: the dataset is the operator's, the rest the model's.
-    measured = Measurement(
-        device,
-        lock_wait_s=spec.timing.lock_wait_s,
-        device_class=submission.task.device_class_slug,
-    )
-    with added_memory_limit(device.cpu_memory_limit_bytes):
-        # No RunOptions reaches session creation: a model that hangs there ends this horse
-        # at the task's own limit (and the worker then finds the submission already failed).
-        with process_deadline(
-            spec.time_limit_s, _fail_at_load_deadline(submission.pk, spec.time_limit_s)
-        ):
-            session = create_session(model_bytes, device)
-        result = evaluate_session(
-            session,
-            data,
+    process = sandboxing.model_process(device)
+    try:
+        measured = Measurement(
+            device,
+            lock_wait_s=spec.timing.lock_wait_s,
+            device_class=submission.task.device_class_slug,
+            pid=process.pid,
+        )
+        outcome = process.evaluate(
+            model_bytes,
+            data.inputs,
             spec,
             device,
-            progress=_progress_writer(submission.pk),
             hooks=measured.hooks(),
+            progress=_progress_writer(submission.pk),
+            before_loading=measured.start_peak,
+            complete_costs=submission.costs_complete is False,
+            test_hook=settings.EVAL_SANDBOX_TEST_HOOK or None,
         )
-        result.peak_memory_bytes = measured.peak_memory_bytes()
-        if submission.costs_complete is False:
-            result.costs = _costs_from_run(submission, model_bytes, first_batch(data, spec))
+        peak = measured.peak_memory_bytes()  # read while the process still exists
+    finally:
+        process.stop()
+    result = score_run(outcome.run, data, spec, device)
+    result.timing_exclusive = outcome.run.timing.exclusive
+    result.peak_memory_bytes = peak
+    if outcome.costs is None and submission.costs_complete is False:
+        log.warning("submission %s: costs not completed from a run", submission.pk)
+    result.costs = outcome.costs
     return result
-
-
-def _costs_from_run(
-    submission: Submission, model_bytes: bytes, batch: np.ndarray
-) -> StaticCosts | None:
-    """Inspection's costs left MAC-bearing nodes out: count them again with the shapes a run at
-    the batch shape observes. None when that fails too (the costs stay incomplete, and say so)."""
-    try:
-        return costs_from_run(model_bytes, batch)
-    except Exception as exc:  # the result stands without them; the worker's log says why
-        log.warning("submission %s: costs not completed from a run: %s", submission.pk, exc)
-        return None
 
 
 @dataclass(frozen=True)
@@ -216,9 +186,9 @@ class Claim:
 
 # Set in a work horse whose worker claimed its submission (``hand_claim``): on the way to a
 # success the horse then opens no database connection (a new PostgreSQL session is a backend
-# process forked and its catalogs read: about 3 ms of the server's CPU per connection, plus the
-# first read of each table, on the 2-core box). It writes its result down a pipe to the worker
-# (``_result_fd``), which saves it at once, while the horse finishes rq's bookkeeping and exits.
+# process forked and its catalogs read, plus the first read of each table). It writes its
+# result down a pipe to the worker (``_result_fd``), which saves it at once, while the horse
+# finishes rq's bookkeeping and exits.
 # A failure, or the progress of a long run, is still written by the horse, which then opens its
 # connection as before.
 _claim: Claim | None = None
@@ -355,32 +325,6 @@ def save_handed_result(claim: Claim, result: EvalResult) -> bool:
     )
 
 
-def prepare_before_fork() -> None:
-    """In a worker, at start: set up onnxruntime for the horses (``warm_onnxruntime``). Not
-    fatal: it is done again at its first use."""
-    try:
-        warm_onnxruntime()
-    except Exception as exc:
-        log.warning("could not set up onnxruntime ahead of the horses: %s", exc)
-
-
-def warm_onnxruntime() -> None:
-    """Make and run one session of a tiny model on the CPU, then drop it, so that every horse
-    forked later inherits onnxruntime's process-wide set-up (its environment and registries, made
-    by a process's first session; numpy's version check at its first run) instead of doing it
-    again: a horse's first session took 7.5 ms of CPU and its first run 0.9 ms in a fork of a
-    worker without it, 2.6 and 0.23 ms with it, and the horse 1,891 minor page faults against
-    878 (medians of 15 forks, 2-core development box, 27 Nov 2026). One thread and sequential
-    execution: the session starts no thread of its own, so nothing of onnxruntime runs while the
-    worker forks. The CPU's provider only, also on a GPU worker: CUDA is set up in its horses,
-    never in the worker."""
-    session = create_session(
-        tiny_model(),
-        DeviceConfig(worker_name="warm-up", use_cuda=False, intra_op_threads=1, inter_op_threads=1),
-    )
-    session.run(None, {"x": np.zeros(4, dtype=np.float32)})  # dropped on return
-
-
 # Set in an EvaluationWorker's work horse (``leave_boards_to_worker``): the worker refreshes the
 # boards itself once the horse has ended (``EvaluationWorker.execute_job``).
 _boards_left_to_worker = False
@@ -389,8 +333,7 @@ _boards_left_to_worker = False
 def leave_boards_to_worker() -> None:
     """In a work horse whose worker refreshes the boards after it: this job does not. A fresh
     horse is the dearest place for the refresh: each one compiles its queries anew and its new
-    database session reads their tables' catalogs again (87-269 ms of the horse's CPU, median
-    165, in a burst on the 2-core box, against 59-75 ms in a warm process)."""
+    database session reads their tables' catalogs again, which a warm worker has done already."""
     global _boards_left_to_worker
     _boards_left_to_worker = True
 
@@ -416,6 +359,16 @@ def _evaluate_and_save(submission_id: int) -> str:
         return "skipped: not queued"
     try:
         result = _evaluate(submission, name)
+    except ModelProcessDied as exc:
+        # The model's process was killed or crashed: once more, as a work horse that died.
+        outcome = services.submission_retry_or_fail(
+            submission_id=submission_id,
+            cause=services.HORSE_DIED,
+            worker_name=name,
+            detail=exc.why,
+        )
+        log.warning("submission %s: %s; %s", submission_id, exc, outcome)
+        return f"model process died: {outcome}"
     except EvaluationError as exc:
         services.submission_fail(
             submission_id=submission_id,

@@ -1,18 +1,19 @@
 """What a job lends the pure runner to measure a model: the device's timing lock (and the scoring
 phase's turn, which gives way to other workers' timings), the device's conditions while timed,
-and the work horse's peak memory.
+and the model process's peak memory.
 
-Peak memory is the evaluation's own, measured in the work horse:
+Peak memory is the evaluation's own, measured in the model's process (``evaluation.sandbox``)
+by the work horse:
 
-- CPU: the horse's resident-set high-water mark (VmHWM), reset through /proc/self/clear_refs
-  just before the session is created, minus the resident set at that moment; so neither the
-  worker the horse was forked from, nor the dataset loaded before, count. Where the kernel has
-  no clear_refs, getrusage's ru_maxrss stands in (then a peak below an earlier one reads 0).
-- GPU: the device memory NVML reports for the horse's process (usedGpuMemory: the CUDA context
+- CPU: that process's resident-set high-water mark (VmHWM), reset through its clear_refs just
+  before the session is created, minus its resident set at that moment; so neither onnxruntime's
+  libraries nor the inputs received before count. Where the kernel has no clear_refs, no peak
+  is reported for another process (this process's own falls back to getrusage's ru_maxrss).
+- GPU: the device memory NVML reports for that process (usedGpuMemory: the CUDA context
   and onnxruntime's arena). It is read at the start and end of the timing phase; onnxruntime's
   BFC arena keeps what it has grown to for the life of the session, so the reading after every
-  row was scored and every timed batch run is the peak. None when NVML does not list the horse
-  (a worker in its own PID namespace sees different PIDs from the driver's).
+  row was scored and every timed batch run is the peak. None when NVML does not list the
+  process (a worker in its own PID namespace sees different PIDs from the driver's).
 """
 
 from __future__ import annotations
@@ -35,13 +36,12 @@ from queueing.queues import evaluation_redis
 from workers.device import nvml_target
 from workers.device_lock import ScoringTurn, device_lock, device_lock_key
 
-_CLEAR_REFS = "/proc/self/clear_refs"
 _RESET_PEAK_RSS = "5"  # proc(5): "5" resets the peak resident set size ("high water mark")
 
 
-def _status_bytes(field: str) -> int | None:
+def _status_bytes(field: str, proc: str = "/proc/self") -> int | None:
     try:
-        with open("/proc/self/status") as status:
+        with open(f"{proc}/status") as status:
             for line in status:
                 if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024  # reported in kB
@@ -55,15 +55,19 @@ def _max_rss_bytes() -> int:
 
 
 class CpuPeak:
-    """The resident memory this process adds from now on, at its highest."""
+    """The resident memory process ``pid`` (None: this one) adds from now on, at its highest."""
 
-    def __init__(self) -> None:
+    def __init__(self, pid: int | None = None) -> None:
+        proc = f"/proc/{pid}" if pid is not None else "/proc/self"
         try:
-            with open(_CLEAR_REFS, "w") as clear_refs:
+            with open(f"{proc}/clear_refs", "w") as clear_refs:
                 clear_refs.write(_RESET_PEAK_RSS)
-            self.baseline = _status_bytes("VmRSS") or 0
-            self.read_peak = lambda: _status_bytes("VmHWM") or 0
+            self.baseline = _status_bytes("VmRSS", proc) or 0
+            self.read_peak = lambda: _status_bytes("VmHWM", proc) or 0
         except OSError:
+            if pid is not None:  # another process's ru_maxrss cannot be read: no peak
+                self.baseline, self.read_peak = 0, lambda: 0
+                return
             self.baseline = _max_rss_bytes()
             self.read_peak = _max_rss_bytes
 
@@ -94,8 +98,18 @@ def _cpu_sample() -> dict[str, Any]:
 class Measurement:
     """Built by the job for one evaluation; ``hooks`` go to the runner."""
 
-    def __init__(self, device: DeviceConfig, *, lock_wait_s: float, device_class: str = "") -> None:
+    def __init__(
+        self,
+        device: DeviceConfig,
+        *,
+        lock_wait_s: float,
+        device_class: str = "",
+        pid: int | None = None,
+    ) -> None:
+        """``pid``: the process whose memory is the evaluation's (its model process); None for
+        this one."""
         self.device = device
+        self.pid = pid
         self.wait_s = lock_wait_s
         self.gpu_index, self.gpu_uuid = nvml_target()  # the one device rule: the pinned GPU
         self.gpu_memory: int | None = None
@@ -104,7 +118,12 @@ class Measurement:
         facts["device_class"] = device_class or ("cuda" if device.use_cuda else "cpu")
         self.facts = facts
         self.lock_key = device_lock_key(gpu_uuid=facts.get("gpu_uuid") or self.gpu_uuid)
-        self.cpu_peak = CpuPeak() if not device.use_cuda else None
+        self.cpu_peak: CpuPeak | None = None
+        self.start_peak()
+
+    def start_peak(self) -> None:
+        """Count the CPU memory peak from now on (just before the model's session is created)."""
+        self.cpu_peak = CpuPeak(self.pid) if not self.device.use_cuda else None
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[bool]:
@@ -128,7 +147,7 @@ class Measurement:
     def observe(self) -> dict[str, Any]:
         if not self.device.use_cuda:
             return _cpu_sample()
-        sample = gpu_sample(self.gpu_index, self.gpu_uuid, pid=os.getpid())
+        sample = gpu_sample(self.gpu_index, self.gpu_uuid, pid=self.pid or os.getpid())
         used = sample.pop("process_memory_bytes", None)
         if used is not None:
             self.gpu_memory = max(self.gpu_memory or 0, used)

@@ -3,8 +3,9 @@
 rq forks the horse only once it holds a job, so every evaluation used to pay for the fork, its
 connections, reading the dataset and (on a GPU) initialising CUDA before its first batch. A ready
 horse pays for them while the worker waits: it opens its Redis connections, loads the dataset of
-the task its worker ran last, creates a tiny session (onnxruntime's set-up; on a GPU the CUDA
-context, cuBLAS and cuDNN, only in the horse, never in the worker), then blocks on a pipe. It
+the task its worker ran last, starts the model process its job will run in (which sets
+onnxruntime up, and on a GPU the CUDA context, cuBLAS and cuDNN: never in the worker or the
+horse; ``workers.sandboxing``), then blocks on a pipe. It
 opens no database connection: the worker claims the job's submission and saves its result
 (``workers.jobs.Claim``). The worker writes one line on the pipe: the job, its queue, its rq
 execution and that claim. The horse then
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import functools
 import logging
 import os
 import pickle
@@ -28,16 +28,14 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-import numpy as np
 from django.conf import settings
-from onnx import TensorProto, helper, numpy_helper
 from redis import Redis
 
-from evaluation.runner import DeviceConfig, create_session
-from evaluation.selftest import tiny_model
+from evaluation.runner import DeviceConfig
 from evaluation.timing import ScoringGate, scoring_alone
 from queueing.queues import evaluation_redis
 from submissions.models import Task
+from workers import sandboxing
 from workers.jobs import Claim, dataset_preload
 from workers.measurement import Measurement
 
@@ -88,25 +86,21 @@ def warm_up(
             dataset_preload(task)
     except Exception as exc:
         log.warning("ready work horse: dataset not preloaded (%s)", exc)
-    # The first session of a process sets up onnxruntime's environment (and on a GPU the CUDA
-    # context): on CPU that is about 6 ms of a submission's session creation, 1 ms once a
-    # session has been made in the process. With the worker's own options: onnxruntime's
-    # defaults spin the tiny session's idle threads, which doubled the warm-up's CPU (15 ms
-    # against 7 ms in a fresh fork on the 2-core box), CPU a burst's other horses need.
-    # Run once too: onnxruntime's first run in a process checks numpy's version (a regular
-    # expression compiled in every horse, about 1 ms).
-    model, inputs = warm_up_model(device)
-    with contextlib.suppress(Exception):  # the self-test at start already judged CUDA
-        session = create_session(model, device)
+    # The model process the job will run in (evaluation.model_process): started and warmed up
+    # now, onnxruntime's set-up and on a GPU the CUDA context and libraries with it.
+    try:
+        sandboxing.start_ahead(device)
         with _turn_on_device(device) as turn:
             if turn.due():
                 turn.give_way(settings.EVAL_TIMING_LOCK_WAIT_S)
-            session.run(None, {"x": inputs})
+            sandboxing.model_process_ready()
+    except Exception as exc:
+        log.warning("ready work horse: model process not started ahead (%s)", exc)
 
 
 def _turn_on_device(device: DeviceConfig) -> AbstractContextManager[ScoringGate]:
-    """On a GPU the warm-up model's run (cuDNN's algorithm search, cuBLAS's first products: tens
-    of milliseconds of kernels) is a reader of the device's timing lock, as a scoring phase is:
+    """On a GPU the model process's warm-up run (cuDNN's algorithm search, cuBLAS's first
+    products: kernels of its own) is a reader of the device's timing lock, as scoring is:
     it waits while another worker's timing holds or waits for the GPU, and a timing that starts
     meanwhile waits for it. The CPU's tiny Add disturbs nobody and takes no turn."""
     if not device.use_cuda:
@@ -116,80 +110,6 @@ def _turn_on_device(device: DeviceConfig) -> AbstractContextManager[ScoringGate]
     except Exception as exc:
         log.warning("ready work horse: warm-up without a turn on the device (%s)", exc)
         return scoring_alone()
-
-
-def warm_up_model(device: DeviceConfig) -> tuple[bytes, np.ndarray]:
-    """The model a ready horse runs once while it waits, and its input.
-
-    On CUDA a submission's first run used to pay for loading cuBLAS and cuDNN and their kernels
-    in its horse, even in a ready one that had run ``tiny_model``'s Add: on an H100 (26 Nov 2026,
-    medians of 4 forks, `docs/benchmarks.md`) the digits model's first run took 60.7 ms after
-    that warm-up and the depth conv model's 160 ms; after that warm-up and one run of
-    ``library_warm_model``, 1.7 and 26.7 ms (the depth model's 14.7 ms once the same model had run
-    in the process: cuDNN's algorithm search, which is per session). The horse now runs
-    ``library_warm_model`` alone, without the Add before it: on an H200 (27 Nov 2026,
-    ``benchmarks.session_creation --cuda``) the first runs then took 1.7 and 32.7 ms in a ready
-    horse against 85.8 and 251 ms in a fresh one. On CPU
-    nothing of the kind is loaded, so a CPU horse keeps the Add, which costs a burst less CPU.
-    """
-    if device.use_cuda:
-        return library_warm_model(), np.zeros(LIBRARY_WARM_INPUT, dtype=np.float32)
-    return tiny_model(), np.zeros(4, dtype=np.float32)
-
-
-LIBRARY_WARM_INPUT = (4, 3, 64, 64)
-
-
-@functools.cache
-def library_warm_model() -> bytes:
-    """x [4, 3, 64, 64] -> Conv 3x3 (8) -> Conv 3x3 (8) -> Conv 1x1 (1) -> Clip -> Flatten ->
-    MatMul -> Gemm -> y [4, 4]: the operators whose first run in a process loads a GPU library
-    (cuDNN's convolutions with a bias, cuBLAS's matrix products), at shapes that make the
-    libraries load the kernels the demo models use. The first choice, one 3x3 convolution without
-    a bias on one 8x8 image and the products on one row, left the depth model's first run at
-    120 ms and the digits model's at 14.4 ms on the H100 (which kernels load depends on the
-    shapes; why exactly these was not established)."""
-    batch, channels, height, width = LIBRARY_WARM_INPUT
-    nodes = []
-    initializers = []
-    previous, depth = "x", channels
-    for index, (out, kernel) in enumerate(((8, 3), (8, 3), (1, 1))):
-        weight = np.full((out, depth, kernel, kernel), 0.01, dtype=np.float32)
-        initializers += [
-            numpy_helper.from_array(weight, f"weight{index}"),
-            numpy_helper.from_array(np.zeros(out, dtype=np.float32), f"bias{index}"),
-        ]
-        nodes.append(
-            helper.make_node(
-                "Conv",
-                [previous, f"weight{index}", f"bias{index}"],
-                [f"conv{index}"],
-                pads=[kernel // 2] * 4,
-            )
-        )
-        previous, depth = f"conv{index}", out
-    initializers += [
-        numpy_helper.from_array(np.array(0.0, dtype=np.float32), "floor"),
-        numpy_helper.from_array(np.full((height * width, 16), 0.01, dtype=np.float32), "project"),
-        numpy_helper.from_array(np.full((16, 4), 0.01, dtype=np.float32), "classify"),
-        numpy_helper.from_array(np.zeros(4, dtype=np.float32), "offset"),
-    ]
-    nodes += [
-        helper.make_node("Clip", [previous, "floor"], ["clipped"]),
-        helper.make_node("Flatten", ["clipped"], ["flat"], axis=1),
-        helper.make_node("MatMul", ["flat", "project"], ["projected"]),
-        helper.make_node("Gemm", ["projected", "classify", "offset"], ["y"]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "library-warm-up",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(LIBRARY_WARM_INPUT))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 4])],
-        initializers,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    return bytes(model.SerializeToString())
 
 
 def wait_for_job(read_fd: int) -> Handover | None:

@@ -29,6 +29,7 @@ import onnxruntime as ort
 from django import db
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError
 from rq import Queue, worker_registration
 from rq.exceptions import StopRequested
 from rq.executions import Execution
@@ -43,7 +44,7 @@ from queueing import heartbeat
 from queueing.queues import queue_name
 from submissions.lifecycle import services
 from submissions.models import Submission, Task
-from workers import memory_plan, outages, ready_horse, recovery
+from workers import memory_plan, outages, ready_horse, recovery, sandboxing
 from workers.classes import detected_device, worker_classes
 from workers.device import (
     CUDA_DEVICE_ID,
@@ -63,7 +64,6 @@ from workers.jobs import (
     hand_claim,
     keep_dataset_for_horses,
     leave_boards_to_worker,
-    prepare_before_fork,
     refresh_boards,
     save_handed_result,
     sends_result,
@@ -117,7 +117,7 @@ _INHERITED_CONNECTIONS: list[Any] = []
 def _leave_parent_connections() -> None:
     """In a freshly forked horse: leave the worker its database connections, unused and open.
     The worker keeps its own from job to job instead of connecting again after every fork (a new
-    PostgreSQL connection and its cold catalog cost about 5 ms of each job's dispatch)."""
+    PostgreSQL connection and its cold catalog are a visible part of a small job's dispatch)."""
     for conn in db.connections.all(initialized_only=True):
         if conn.connection is not None:
             _INHERITED_CONNECTIONS.append(conn.connection)
@@ -189,7 +189,8 @@ class EvaluationWorker(Worker):
         self._job_waits = False  # another job waited when the last one ended (execute_job)
         self._redis_lost = False  # this run of rq's work loop ended because Redis went away
 
-    def work(self, burst: bool = False, **kwargs: Any) -> bool:
+    # rq.Worker.work with its keyword arguments passed through as they come (django-rq names them).
+    def work(self, burst: bool = False, **kwargs: Any) -> bool:  # type: ignore[override]
         """rq's work loop, started again (registration included) when it ended because Redis
         went away, once Redis answers: rq's loop quits on any error outside its dequeue, and
         Redis refusing a heartbeat while a horse runs is one. A worker that is not bounded
@@ -238,11 +239,11 @@ class EvaluationWorker(Worker):
         self._claim_name()
         if self.device_choice is None:  # not again when the loop starts again after an outage
             self.start_device()
+        self.fleet_state.state = "idle"  # a loop started again follows a teardown's "stopped"
         super().bootstrap(*args, **kwargs)
         self.publish_heartbeat(force=True)
         # A restarted worker may have left a submission running: recover it now, not later.
         self._maybe_recover(now=True)
-        prepare_before_fork()
 
     def start_device(self) -> None:
         """Pin the GPU for CUDA, self-test it, and take a place in its memory plan.
@@ -260,6 +261,7 @@ class EvaluationWorker(Worker):
             record_selftest(selftest.problem)  # the horses forked later inherit it
             choice = current_choice(reading.gpu)
         self.device_choice = choice
+        self._check_sandbox()
         if not choice.use_cuda:
             cpu_facts()  # read once here, inherited by every horse (workers/measurement.py)
         if self._classes_follow_device:
@@ -274,6 +276,20 @@ class EvaluationWorker(Worker):
             log.info("worker %s: CUDA self-test passed on %s", self.name, self._gpu_label(reading))
             if reading.gpu is not None and choice.memory_share:
                 self._join_memory_plan(reading.gpu, choice.memory_share)
+
+    def _check_sandbox(self) -> None:
+        """Learn the protections this worker's model processes get (shown on its card), and
+        refuse to start without one that ``EVAL_SANDBOX_REQUIRE`` asks for."""
+        protections, refusal = sandboxing.protections_check(device_config(self.name))
+        self.fleet_state.sandbox = protections.as_dict() if protections is not None else None
+        if protections is not None:
+            log.info(
+                "worker %s: model processes get %s", self.name, ", ".join(protections.active())
+            )
+            for missing in protections.missing:
+                log.warning("worker %s: model processes without %s", self.name, missing)
+        if refusal:
+            self._refuse(refusal)
 
     def _serve_classes(self, classes: list[str]) -> None:
         """Listen to these device classes' queues (before rq registers the worker's queues)."""
@@ -619,14 +635,13 @@ class EvaluationWorker(Worker):
         """Redis went away while a horse ran: let the horse finish, save the result it sends,
         and reap it, through the database alone (rq's monitoring needs Redis). A horse that
         ended without a result has its submission run again, for the true reason."""
-        pid = self.horse_pid
-        if not pid:
-            return
         log.error("worker %s: Redis went away during job %s; finishing it", self.name, job.id)
-        self._take_result()
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
-        self._horse_pid = 0
+        pid = self.horse_pid
+        if pid:
+            self._take_result()
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            self._horse_pid = 0
         if submission_id is not None and not self._saved:
             with contextlib.suppress(Exception):  # the database may be down too: recovery's
                 outcome = services.submission_retry_or_fail(
@@ -774,6 +789,12 @@ class EvaluationWorker(Worker):
             raise
         except outages.REDIS_ERRORS as exc:  # an outage, not a fault of recovery's: one line
             log.warning("worker %s: recovery waits for Redis: %s", self.name, exc)
+            return
+        except DatabaseError as exc:
+            # A connection the server dropped stays broken until closed: close it now, so the
+            # next heartbeat connects again instead of failing for the rest of a long job.
+            log.warning("worker %s: recovery waits for the database: %s", self.name, exc)
+            db.close_old_connections()
             return
         except Exception:
             log.exception("worker %s: recovery failed; the next heartbeat tries again", self.name)

@@ -445,6 +445,7 @@ def submission_retry_or_fail(
     cause: RetryCause,
     attempts: int | None = None,
     worker_name: str | None = None,
+    detail: str = "",
 ) -> str:
     """The one retry rule: a running submission whose attempt ended without an outcome is run
     again, up to MAX_ATTEMPTS in all, then failed with ``cause``'s message and quota rule.
@@ -466,7 +467,7 @@ def submission_retry_or_fail(
             return "moved-on"
         what = cause.log_line.format(
             worker=submission.worker_name or "?", stale_s=settings.EVAL_HEARTBEAT_STALE_S
-        )
+        ) + (f" ({detail})" if detail else "")
         # one line per attempt, on a line of its own whatever the log ended with
         line = ("\n" if submission.log and not submission.log.endswith("\n") else "") + (
             f"attempt {submission.attempts}: {what}"

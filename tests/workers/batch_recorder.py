@@ -1,60 +1,48 @@
-"""Run a worker with onnxruntime recording when each run of a model happened: the tests' seam for
-checking that one worker's batches never run inside another worker's timing window.
+"""Record when each run of a model happened, inside a worker's model processes: the tests' seam
+for checking that one worker's batches never run inside another worker's timing window.
 
-``python -m tests.workers.batch_recorder OUT manage.py rqworker ...`` runs the given
-manage.py command line after wrapping ``onnxruntime.InferenceSession.run`` (the timed batches on
-the CPU provider) and the compiled run the runner scores with (``evaluation.runner._compiled_run``:
-the warm-up and scored batches) so that each call appends the wall time at its start and at its
-end to OUT. The work horses forked by the worker inherit the wrapped functions.
+A worker started with ``EVAL_SANDBOX_TEST_HOOK=RECORDING_HOOK`` runs it in each model process
+before the model's session is made: it wraps ``onnxruntime.InferenceSession.run`` (the timed
+batches on the CPU provider) and the compiled run the runner scores with
+(``evaluation.runner._compiled_run``: the warm-up and scored batches) so that each call writes
+the wall time at its start and at its end to stderr, which is the worker's log (the confined
+process can write nowhere else). ``recorded`` reads them back from that log.
 """
 
 from __future__ import annotations
 
-import functools
-import runpy
-import sys
-import time
-from collections.abc import Callable
-from typing import Any
+import re
+from pathlib import Path
 
+RECORDING_HOOK = r"""
+import functools, sys, time
 import onnxruntime as ort
+from evaluation import runner
 
+def _mark():
+    sys.stderr.write(f"batch-run-at {time.time():.6f}\n")
+    sys.stderr.flush()
 
-def _append(path: str) -> None:
-    with open(path, "a") as out:  # appended at once: a killed horse loses nothing written
-        out.write(f"{time.time():.6f}\n")
-
-
-def _recording(run: Callable[..., Any], path: str) -> Callable[..., Any]:
+def _recording(run):
     @functools.wraps(run)
-    def recording_run(*args: Any, **kwargs: Any) -> Any:
-        _append(path)
+    def recording_run(*args, **kwargs):
+        _mark()
         try:
             return run(*args, **kwargs)
         finally:
-            _append(path)
-
+            _mark()
     return recording_run
 
-
-def record_to(path: str) -> None:
-    from evaluation import runner
-
-    ort.InferenceSession.run = _recording(ort.InferenceSession.run, path)  # type: ignore[method-assign]
-    compiled_run = runner._compiled_run
-    runner._compiled_run = lambda session: _recording(compiled_run(session), path)
+ort.InferenceSession.run = _recording(ort.InferenceSession.run)
+_compiled = runner._compiled_run
+runner._compiled_run = lambda session: _recording(_compiled(session))
+"""
+_MARK = re.compile(r"^batch-run-at (\d+\.\d+)$", re.MULTILINE)
 
 
-def recorded(path: str) -> list[float]:
+def recorded(log_path: Path) -> list[float]:
+    """The times the recording hook wrote to a worker's log, in order."""
     try:
-        with open(path) as lines:
-            return [float(line) for line in lines if line.strip()]
+        return [float(t) for t in _MARK.findall(log_path.read_text(errors="replace"))]
     except FileNotFoundError:
         return []
-
-
-if __name__ == "__main__":
-    out, script, *args = sys.argv[1:]
-    record_to(out)
-    sys.argv = [script, *args]
-    runpy.run_path(script, run_name="__main__")

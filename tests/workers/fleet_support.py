@@ -29,6 +29,7 @@ from submissions.lifecycle.services import submission_create
 from submissions.models import Submission
 from tests.builders import finish, linear_classifier
 from tests.conftest import onnx_upload
+from tests.workers.batch_recorder import RECORDING_HOOK
 from workers.worker import worker_command
 
 BASE_DIR = Path(settings.BASE_DIR)
@@ -155,13 +156,12 @@ def start_worker(
     settings.EVAL_RECOVERY_INTERVAL_S = float(FAST_FLEET_ENV["EVAL_RECOVERY_INTERVAL_S"])
     started: list[WorkerProcess] = []
 
-    def start(name: str, record_batches: Path | None = None, **extra: str) -> WorkerProcess:
-        """``record_batches``: a file where the worker writes when each batch ran."""
+    def start(name: str, record_batches: bool = False, **extra: str) -> WorkerProcess:
+        """``record_batches``: the worker's log says when each batch ran (batch_recorder)."""
         log_path = tmp_path / f"{name}.log"
         command = worker_command(name)
-        if record_batches is not None:
-            recorder = ["-m", "tests.workers.batch_recorder", str(record_batches)]
-            command = [command[0], *recorder, *command[1:]]
+        if record_batches:
+            extra = {"EVAL_SANDBOX_TEST_HOOK": RECORDING_HOOK, **extra}
         with log_path.open("wb") as out:
             process = subprocess.Popen(
                 command, cwd=BASE_DIR, env=worker_env(extra), stdout=out, stderr=subprocess.STDOUT

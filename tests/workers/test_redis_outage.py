@@ -89,10 +89,10 @@ def test_redis_killed_during_a_job_loses_nothing_and_the_worker_goes_on(
     start_worker: Any, private_redis: PrivateRedis, alice: Any, make_task: Any
 ) -> None:
     task = make_task(submissions_per_day=100, time_limit_s=120)
-    slow = submit(alice, task, slow_classifier(iterations=60_000))
+    slow = submit(alice, task, slow_classifier(iterations=400_000))
     private_redis.start()
     worker = _worker_on(start_worker, private_redis)
-    wait_for("the slow model running", lambda: _status(slow) == "running", 60, [worker])
+    wait_for("the slow model scoring", lambda: row(slow).progress > 0, 60, [worker])
 
     private_redis.kill()
     time.sleep(3)  # several heartbeats fail while the horse evaluates

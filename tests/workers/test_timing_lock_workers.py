@@ -16,6 +16,7 @@ import pytest
 from tests.builders import digits_like
 from tests.workers.batch_recorder import recorded
 from tests.workers.fleet_support import (
+    WorkerProcess,
     fast_model,
     final,
     online_workers,
@@ -92,9 +93,9 @@ def test_a_worker_killed_while_timing_frees_the_device_within_the_locks_ttl(
     assert waited(done.timing) > 1.0
 
 
-def batches_run(path: Path) -> list[tuple[float, float]]:
+def batches_run(worker: WorkerProcess) -> list[tuple[float, float]]:
     """When each run of a model in a recorded worker started and ended (warm-ups included)."""
-    times = recorded(str(path))
+    times = recorded(worker.log_path)
     return list(zip(times[::2], times[1::2], strict=False))
 
 
@@ -106,8 +107,10 @@ def test_a_worker_scoring_on_the_device_steps_aside_while_another_worker_times_i
     # if waiting for it counted as the model's time.
     scored = make_task(slug="scored", time_limit_s=11, arrays=digits_like(n=1120))
     timed = make_task(slug="timed", timing={"min_time_s": 8, "max_time_s": 8, "passes": 2})
-    records = {name: tmp_path / f"{name}.batches" for name in ("share-a", "share-b")}
-    workers = [start_worker(name, record_batches=records[name], **TTL) for name in records]
+    records = {
+        name: start_worker(name, record_batches=True, **TTL) for name in ("share-a", "share-b")
+    }
+    workers = list(records.values())
     wait_for("both workers online", lambda: len(online_workers(queue)) == 2, 60, workers)
 
     scoring = submit(alice, scored, slow_classifier(20_000))
