@@ -216,7 +216,9 @@ def my_queue_positions(user: Any, workers: dict[str, int]) -> list[dict[str, Any
             stats[device_class] = turns.class_queue_get(
                 device_class=device_class, workers_online=online
             )
-        position = positions[s.pk]
+        position = positions.get(s.pk)
+        if position is None:  # it left the queue (started, cancelled) since it was read
+            continue
         found.append(
             {
                 "id": s.pk,

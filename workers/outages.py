@@ -26,6 +26,7 @@ REDIS_ERRORS = (RedisConnectionError, RedisTimeoutError)
 # Waits between tries grow from the first to the last, doubling.
 FIRST_WAIT_S = 0.5
 LAST_WAIT_S = 10.0
+KEEP_ALIVE_S = 0.25  # how often ``while_waiting`` runs during a wait (it limits itself)
 
 T = TypeVar("T")
 
@@ -91,5 +92,7 @@ def save_patiently(
                 log.error("%s not saved yet: the database does not answer (%s)", what, exc)
                 logged = True
         db.connections.close_all()
-        while_waiting()
-        time.sleep(next_wait())
+        until = time.monotonic() + next_wait()
+        while (left := until - time.monotonic()) > 0:
+            while_waiting()  # at least every KEEP_ALIVE_S: a heartbeat must not go stale
+            time.sleep(min(left, KEEP_ALIVE_S))

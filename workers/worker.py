@@ -188,6 +188,7 @@ class EvaluationWorker(Worker):
         self._last_rq_heartbeat = (float("-inf"), 0)  # when, and the TTL it gave (heartbeat())
         self._job_waits = False  # another job waited when the last one ended (execute_job)
         self._redis_lost = False  # this run of rq's work loop ended because Redis went away
+        self._asked_to_stop = False  # SIGINT or SIGTERM came (handle_warm_shutdown_request)
 
     # rq.Worker.work with its keyword arguments passed through as they come (django-rq names them).
     def work(self, burst: bool = False, **kwargs: Any) -> bool:  # type: ignore[override]
@@ -206,7 +207,7 @@ class EvaluationWorker(Worker):
                 log.error("worker %s: lost Redis: %s", self.name, exc)
             except StopRequested:  # rq's signal handler, while this loop waited for Redis
                 return worked
-            if self._stop_requested or (bounded and not self._redis_lost):
+            if self._asked_to_stop or (bounded and not self._redis_lost):
                 return worked
             if not self._redis_lost:
                 log.error("worker %s: its work loop ended unasked; starting it again", self.name)
@@ -214,11 +215,17 @@ class EvaluationWorker(Worker):
             self._leave_pubsub()
             try:
                 if not outages.wait_for_redis(
-                    self.connection, name=self.name, stop=lambda: self._stop_requested
+                    self.connection, name=self.name, stop=lambda: self._asked_to_stop
                 ):
                     return worked
             except StopRequested:
                 return worked
+
+    def handle_warm_shutdown_request(self) -> None:
+        """rq's hook for SIGINT and SIGTERM: remembered, since rq's own flag is set only while a
+        job runs, and ``work`` must not start its loop again after a stop that was asked for."""
+        self._asked_to_stop = True
+        super().handle_warm_shutdown_request()
 
     def _leave_pubsub(self) -> None:
         """Stop the command channel's thread rq started (``subscribe``), which an interrupted
@@ -622,7 +629,7 @@ class EvaluationWorker(Worker):
             return outages.save_patiently(
                 lambda: save_handed_result(claim, result),
                 what=f"the result of submission {claim.submission_id}",
-                stop=lambda: self._stop_requested,
+                stop=lambda: self._asked_to_stop,
                 while_waiting=lambda: self.publish_heartbeat(with_sample=False),
             )
         except Exception:
@@ -718,6 +725,9 @@ class EvaluationWorker(Worker):
             if clock - last_at >= HEARTBEAT_COALESCE_S or ttl > last_ttl:
                 with self.connection.pipeline(transaction=False) as batch:
                     super().heartbeat(ttl, batch)
+                    # rq's heartbeat brings back the worker's hash after Redis lost its data, not
+                    # its place in the registry (rq info, Worker.all): idempotent, in the batch.
+                    worker_registration.register(self, batch)
                     batch.execute()
                 self._last_rq_heartbeat = (clock, ttl)
         if not self.is_horse:  # prepare_job_execution calls this in the horse too

@@ -8,6 +8,7 @@ the queued rows in the database and enqueues them there, as after any Redis loss
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import time
@@ -123,3 +124,6 @@ def test_a_worker_started_while_redis_is_down_waits_for_it(
     private_redis.start()
     wait_for("the queued submission scored", lambda: _status(waiting) == "succeeded", 60, [worker])
     assert worker.process.poll() is None, worker.log()
+
+    worker.process.send_signal(signal.SIGTERM)  # asked to stop: it stops, not starts again
+    assert worker.process.wait(timeout=15) == 0, worker.log()
