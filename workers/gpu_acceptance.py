@@ -12,7 +12,9 @@ EVAL_GPU_MEMORY_FRACTION). Each check passes, fails, or is skipped with the reas
 - ``overhead <task>``: the runner's loop against a bare IOBinding loop on the same session,
   at most MAX_OVERHEAD (workers/runner_overhead.py measures it);
 - ``gpu_mem_limit``: a model needing more than its share fails with the out-of-memory message,
-  while another process on the same GPU, as a second worker, keeps evaluating.
+  while another process on the same GPU, as a second worker, keeps evaluating;
+- ``sandbox``: the digits model in a confined model process (docs/security.md), as a worker runs
+  it, on CUDA with the predictions of a session made here; the detail lists its protections.
 
 This process may initialise CUDA: it is not a worker and forks no work horses.
 """
@@ -20,6 +22,7 @@ This process may initialise CUDA: it is not a worker and forks no work horses.
 from __future__ import annotations
 
 import multiprocessing
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -38,6 +41,8 @@ from evaluation.runner import (
     predict,
 )
 from evaluation.selftest import run_selftest
+from evaluation.timing import TimingHooks
+from workers import sandboxing
 from workers.device import device_config, pin_cuda, this_gpu_pin
 from workers.runner_overhead import Workload, measure, workloads
 
@@ -103,6 +108,32 @@ def overhead_check(name: str, work: Workload, cuda: DeviceConfig, budget_s: floa
         f"{ratio:.3f}× (limit {MAX_OVERHEAD}×; noise control {row['control']:.3f}×)"
     )
     return Check(f"overhead {name}", PASS if ratio <= MAX_OVERHEAD else FAIL, detail)
+
+
+def sandbox_check(work: Workload, cuda: DeviceConfig) -> Check:
+    """The digits model in a confined model process, as a worker runs it: on CUDA, with the
+    predictions of a session made here, and the protections the process got."""
+    started = time.perf_counter()
+    process = sandboxing.model_process(cuda)
+    try:
+        protections = process.wait_ready()
+        ready_s = time.perf_counter() - started
+        inputs = work.data.inputs.astype(work.spec.input_dtype)
+        outcome = process.evaluate(work.model, inputs, work.spec, cuda, hooks=TimingHooks())
+    except Exception as exc:
+        return Check("sandbox", FAIL, f"the model process failed: {exc}")
+    finally:
+        process.stop()
+    if outcome.run.provider != CUDA:
+        return Check("sandbox", FAIL, f"the model process ran on {outcome.run.provider}")
+    want = predict(create_session(work.model, cuda), inputs, work.spec, cuda)
+    worst = float(np.max(np.abs(outcome.run.preds - want) - RTOL * np.abs(want)))
+    detail = (
+        f"ready in {ready_s:.2f} s with {', '.join(protections.active()) or 'no protection'}"
+        f"{'; missing: ' + '; '.join(protections.missing) if protections.missing else ''}; "
+        f"max(|sandbox-here| - {RTOL:g}|here|) = {worst:.2e}"
+    )
+    return Check("sandbox", PASS if worst <= ATOL else FAIL, detail)
 
 
 def big_model(megabytes: int = 256) -> bytes:
@@ -180,6 +211,7 @@ def run_checks(
         "overhead digits",
         "overhead depth-448",
         "gpu_mem_limit",
+        "sandbox",
     ]
     if reading.gpu is None:
         for name in names:
@@ -205,4 +237,5 @@ def run_checks(
     for name, work in (("digits", digits), ("depth-448", depth)):
         add(overhead_check(name, work, cuda, budget_s))
     add(memory_limit_check(digits, cuda))
+    add(sandbox_check(digits, cuda))
     return checks

@@ -18,11 +18,11 @@ from django.core.management import CommandError, call_command
 
 from evaluation.runner import CPU, DeviceConfig
 from tests.workers.fake_nvml import install
-from workers.gpu_acceptance import FAIL, big_model, memory_limit_check
+from workers.gpu_acceptance import FAIL, big_model, memory_limit_check, sandbox_check
 
 CHECKS = [
     "nvml", "cuda", "outputs digits", "outputs depth-448", "overhead digits",
-    "overhead depth-448", "gpu_mem_limit",
+    "overhead depth-448", "gpu_mem_limit", "sandbox",
 ]  # fmt: skip
 
 
@@ -53,7 +53,7 @@ def test_without_a_gpu_every_check_is_skipped_with_the_reason_and_it_exits_0() -
     for status, detail in found.values():
         assert status == "skip"
         assert detail == "no GPU: no NVIDIA driver on this host (libnvidia-ml not found)"
-    assert output.rstrip().endswith("0 passed, 7 skipped (" + ", ".join(CHECKS) + ").")
+    assert output.rstrip().endswith("0 passed, 8 skipped (" + ", ".join(CHECKS) + ").")
 
 
 def test_without_a_gpu_but_required_it_fails() -> None:
@@ -94,3 +94,14 @@ def test_a_host_where_gpu_mem_limit_does_not_bind_fails_the_memory_check() -> No
         "over its share: no error: the model ran although it needs more than its share"
         "; beside it: ok: 5 evaluations on CPUExecutionProvider"
     )
+
+
+@pytest.mark.slow
+def test_a_model_process_that_does_not_run_on_cuda_fails_the_sandbox_check() -> None:
+    from workers.runner_overhead import workloads
+
+    digits, _ = workloads()
+    # CUDA asked for; onnxruntime here has no CUDA provider, so the model process runs on CPU.
+    check = sandbox_check(digits, DeviceConfig(use_cuda=True, intra_op_threads=1))
+
+    assert check == type(check)("sandbox", FAIL, "the model process ran on CPUExecutionProvider")
