@@ -142,10 +142,9 @@ def probe(device_paths: tuple[str, ...] = ()) -> Protections:
     with tempfile.TemporaryDirectory(prefix="confine-probe-") as scratch:
         settings = Confinement(scratch, default_read_paths(), device_paths)
         root = str(Path(__file__).resolve().parent.parent)
-        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
         result = subprocess.run(
             [sys.executable, "-c", _PROBE, json.dumps(dataclasses.asdict(settings))],
-            env={**os.environ, "PYTHONPATH": path},
+            env={**os.environ, "PYTHONPATH": root},
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,

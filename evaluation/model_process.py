@@ -189,7 +189,7 @@ def main() -> None:
         _run(channel, job, bool(config.get("allow_test_hook")))
     except BaseException as exc:
         channel.send(_error(exc))
-    with contextlib.suppress(Exception):  # the worker's last word, or its end of the channel
+    with contextlib.suppress(Exception):  # until the worker has read what it needs and stops it
         channel.receive()
     os._exit(0)
 

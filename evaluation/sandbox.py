@@ -162,8 +162,7 @@ class ModelProcess:
         # Session creation is bounded here: no RunOptions reaches it inside the process.
         self._expect("loaded", time.monotonic() + spec.time_limit_s, spec.time_limit_s)
         result = _Conversation(self, hooks, progress).until_result()
-        with contextlib.suppress(ChannelClosed):
-            self._send({"op": "bye"})
+        # The process waits, its memory still readable (peak memory), until ``stop``.
         return _checked(result, len(inputs), spec)
 
     def _expect(self, op: str, deadline: float | None, limit_s: float | None = None) -> None:

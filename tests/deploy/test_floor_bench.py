@@ -87,7 +87,9 @@ def test_a_short_floor_run_scores_every_model_on_both_sides(
     for side in ("ours", "floor"):
         cpu = burst["cpu"][side]
         assert cpu["workers"] > cpu["workers' own"] > 0 and cpu["this process"] > 0
-        assert cpu["host"] >= cpu["workers"] - cpu["workers' own"]
+        # Not host >= horses: a horse's CPU counts once it is reaped, with that of the model
+        # process it started while idle, before the burst (and its host time) began.
+        assert cpu["host"] > 0
         assert cpu["workers' own faults"] > 0  # each fork write-protects the worker's pages
         assert cpu["horses' faults"] > 0  # ... and the horse's first writes copy them
     if burst["cpu"]["ours"]["PostgreSQL"] is not None:  # its server runs on this host
