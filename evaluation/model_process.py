@@ -144,7 +144,8 @@ def _start(config: dict[str, Any]) -> tuple[Channel, Protections]:
     os.dup2(2, 1)  # a library's print must not land in the channel
     import numpy  # no thread of its own: the worker gives OpenBLAS one
 
-    del numpy  # imported before confinement, which counts its mappings in
+    del numpy  # imported before confinement, which counts its mappings in; onnx is imported
+    # only for a job that asks for costs (evaluation.profiled_shapes): it is a large import
 
     added = config.get("address_space_added_bytes")
     threads = config["device"].get("intra_op_threads") or os.cpu_count() or 1
@@ -158,12 +159,14 @@ def _start(config: dict[str, Any]) -> tuple[Channel, Protections]:
             network_namespace=bool(config.get("network_namespace", True)),
         )
     )
-    from evaluation import profiled_shapes, runner, warm_up
+    import numpy as np
 
-    del profiled_shapes  # imported now, as the job would later
+    from evaluation import runner
+
     channel.receive()  # the worker's go-ahead: on a GPU, its turn on the device
     device = runner.DeviceConfig(**config["device"])
-    model, inputs = warm_up.warm_up_model(device)
+    model = bytes.fromhex(config["warm_up_model"])
+    inputs = np.zeros(config["warm_up_input"], dtype=np.float32)
     runner.create_session(model, device).run(None, {"x": inputs})
     return channel, protections
 

@@ -17,14 +17,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.ma
 import numpy.random
 import onnxruntime as ort
 
-from evaluation.costs import StaticCosts
 from evaluation.limits import TimeLimit, time_limit_message
 from evaluation.metrics import compute_family
 from evaluation.spec import TaskSpec
@@ -36,6 +35,9 @@ from evaluation.timing import (
     TimingHooks,
     measure,
 )
+
+if TYPE_CHECKING:  # the onnx package it needs is no import of a model process's at its start
+    from evaluation.costs import StaticCosts
 
 # numpy.ma and numpy.random load lazily, on the first np.percentile of a process. The worker
 # parent imports this module, so importing them here means each forked work horse inherits them

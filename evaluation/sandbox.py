@@ -35,6 +35,7 @@ from evaluation.limits import LOADING, time_limit_message
 from evaluation.runner import DeviceConfig, DeviceUnavailable, EvaluationError, ModelRun
 from evaluation.spec import TaskSpec
 from evaluation.timing import Alone, ScoringGate, Timing, TimingHooks, TimingProtocol
+from evaluation.warm_up import warm_up_model
 
 ROOT = Path(__file__).resolve().parent.parent
 PR_SET_PDEATHSIG = 1
@@ -106,6 +107,8 @@ class ModelProcess:
             "allow_test_hook": settings.allow_test_hook,
             "device": dataclasses.asdict(device),
         }
+        model, inputs = warm_up_model(device)  # built here: the process need not import onnx
+        config.update(warm_up_model=model.hex(), warm_up_input=list(inputs.shape))
         command = [sys.executable, "-s", "-m", "evaluation.model_process", json.dumps(config)]
         self.process = subprocess.Popen(
             command,
