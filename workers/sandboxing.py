@@ -10,6 +10,9 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 from django.conf import settings
 
@@ -28,9 +31,24 @@ def device_paths(device: DeviceConfig) -> tuple[str, ...]:
     return tuple(sorted(glob.glob("/dev/nvidia*"))) if device.use_cuda else ()
 
 
+def scratch_root(device: DeviceConfig) -> Path:
+    """Where this worker's model processes get their scratch directories: one folder per worker,
+    which it empties when it starts and stops (a horse killed outright leaves its model
+    process's behind)."""
+    return Path(tempfile.gettempdir()) / f"portal-models-{device.worker_name}"
+
+
+def clear_scratch(device: DeviceConfig) -> None:
+    """Remove what this worker's model processes left; only while none of them runs."""
+    shutil.rmtree(scratch_root(device), ignore_errors=True)
+
+
 def sandbox_settings(device: DeviceConfig) -> SandboxSettings:
     extra = tuple(os.path.realpath(p) for p in settings.EVAL_SANDBOX_READ_PATHS)
+    root = scratch_root(device)
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
     return SandboxSettings(
+        scratch_root=str(root),
         read_paths=(*default_read_paths(), *extra),
         device_paths=device_paths(device),
         cpu_seconds=settings.EVAL_SANDBOX_CPU_SECONDS,

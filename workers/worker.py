@@ -247,6 +247,7 @@ class EvaluationWorker(Worker):
         if self.device_choice is None:  # not again when the loop starts again after an outage
             self.start_device()
         self.fleet_state.state = "idle"  # a loop started again follows a teardown's "stopped"
+        sandboxing.clear_scratch(device_config(self.name))  # left by a previous process's horses
         super().bootstrap(*args, **kwargs)
         self.publish_heartbeat(force=True)
         # A restarted worker may have left a submission running: recover it now, not later.
@@ -737,6 +738,7 @@ class EvaluationWorker(Worker):
         if self._ready is not None:  # what we start we stop: the horse that got no job
             ready_horse.stop(self._ready)
             self._ready = None
+        sandboxing.clear_scratch(device_config(self.name))  # its model processes died with it
         super().register_death()
         self.fleet_state.state = "stopped"
         self.fleet_state.submission_id = None

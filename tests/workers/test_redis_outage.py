@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -127,3 +128,5 @@ def test_a_worker_started_while_redis_is_down_waits_for_it(
 
     worker.process.send_signal(signal.SIGTERM)  # asked to stop: it stops, not starts again
     assert worker.process.wait(timeout=15) == 0, worker.log()
+    # Its ready horse's model process died with it: nothing of its scratch is left.
+    assert not (Path(tempfile.gettempdir()) / "portal-models-outage").exists()
