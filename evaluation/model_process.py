@@ -1,10 +1,10 @@
 """The model's process: a fresh interpreter that loads and runs one untrusted model, confined.
 
 Started by the worker (``evaluation.sandbox.ModelProcess``) with ``python -m
-evaluation.model_process CONFIG``, with a clean environment (none of the portal's settings or
+evaluation.model_process``, with a clean environment (none of the portal's settings or
 credentials), no file descriptor but its channel (stdin, stdout) and stderr, and a private
-scratch directory as its working and temporary directory. It imports the engine, numpy and
-onnxruntime, confines itself (``evaluation.confine``: no network, a read-only view of its
+scratch directory as its working and temporary directory. Its first message says how to confine
+itself and warm up. It confines itself (``evaluation.confine``: no network, a read-only view of its
 libraries, no exec, no fork, resource limits), warms onnxruntime up and says it is ready. Then
 it takes one job: the model's bytes, the inputs and how to run them; it sends back the
 predictions, the timing and, when asked, the costs a run observes. It never sees the targets:
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import sys
 import traceback
@@ -134,19 +133,14 @@ def _error(exc: BaseException) -> dict[str, Any]:
     return {"op": "error", "kind": "internal", "message": traceback.format_exc()}
 
 
-def _start(config: dict[str, Any]) -> tuple[Channel, Protections]:
-    """The channel, this process confined, the engine imported, onnxruntime warmed up when the
-    worker says so.
+def _start(channel: Channel, start: Message) -> Protections:
+    """This process confined, the engine imported, onnxruntime warmed up when the worker says so.
 
     Confined before onnxruntime is imported: importing it starts a thread, and an unshared
-    namespace needs a single-threaded process, Landlock binds the threads started after it."""
-    channel = Channel(0, os.dup(1))
-    os.dup2(2, 1)  # a library's print must not land in the channel
-    import numpy  # no thread of its own: the worker gives OpenBLAS one
-
-    del numpy  # imported before confinement, which counts its mappings in; onnx is imported
-    # only for a job that asks for costs (evaluation.profiled_shapes): it is a large import
-
+    namespace needs a single-threaded process, Landlock binds the threads started after it. numpy
+    is imported already (the channel's), before confinement, which counts its mappings in; onnx
+    is imported only for a job that asks for costs (evaluation.profiled_shapes)."""
+    config = start.header["config"]
     added = config.get("address_space_added_bytes")
     threads = config["device"].get("intra_op_threads") or os.cpu_count() or 1
     protections = confine(
@@ -165,10 +159,9 @@ def _start(config: dict[str, Any]) -> tuple[Channel, Protections]:
 
     channel.receive()  # the worker's go-ahead: on a GPU, its turn on the device
     device = runner.DeviceConfig(**config["device"])
-    model = bytes.fromhex(config["warm_up_model"])
     inputs = np.zeros(config["warm_up_input"], dtype=np.float32)
-    runner.create_session(model, device).run(None, {"x": inputs})
-    return channel, protections
+    runner.create_session(start.blobs["warm_up_model"], device).run(None, {"x": inputs})
+    return protections
 
 
 def _engine_bytes(threads: int) -> int:
@@ -178,9 +171,11 @@ def _engine_bytes(threads: int) -> int:
 
 
 def main() -> None:
-    config = json.loads(sys.argv[1])
+    channel = Channel(0, os.dup(1))
+    os.dup2(2, 1)  # a library's print must not land in the channel
     try:
-        channel, protections = _start(config)
+        start = channel.receive()  # how to confine and warm up (never on the command line)
+        protections = _start(channel, start)
     except BaseException:
         print(traceback.format_exc(), file=sys.stderr)
         os._exit(3)
@@ -189,7 +184,7 @@ def main() -> None:
     if job.op != "evaluate":
         os._exit(0)
     try:
-        _run(channel, job, bool(config.get("allow_test_hook")))
+        _run(channel, job, bool(start.header["config"].get("allow_test_hook")))
     except BaseException as exc:
         channel.send(_error(exc))
     with contextlib.suppress(Exception):  # until the worker has read what it needs and stops it

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
-import json
 import math
 import os
 import shutil
@@ -108,8 +107,8 @@ class ModelProcess:
             "device": dataclasses.asdict(device),
         }
         model, inputs = warm_up_model(device)  # built here: the process need not import onnx
-        config.update(warm_up_model=model.hex(), warm_up_input=list(inputs.shape))
-        command = [sys.executable, "-s", "-m", "evaluation.model_process", json.dumps(config)]
+        config["warm_up_input"] = list(inputs.shape)
+        command = [sys.executable, "-s", "-m", "evaluation.model_process"]
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
@@ -121,6 +120,7 @@ class ModelProcess:
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self.channel = Channel(self.process.stdout.fileno(), self.process.stdin.fileno())
+        self._send({"op": "start", "config": config}, blobs={"warm_up_model": model})
         self.protections: Protections | None = None
 
     @property
