@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -172,7 +174,8 @@ def start_worker(
 
     yield start
     for worker in started:
-        worker.kill()
+        worker.kill()  # no clean shutdown: its model processes' scratch goes here, not in it
+        shutil.rmtree(Path(tempfile.gettempdir()) / f"portal-models-{worker.name}", True)
 
 
 def wait_for(
