@@ -164,7 +164,7 @@ class ModelProcess:
         self._send({"op": "go"})
         # Session creation is bounded here: no RunOptions reaches it inside the process.
         self._expect("loaded", time.monotonic() + spec.time_limit_s, spec.time_limit_s)
-        result = _Conversation(self, hooks, progress).until_result()
+        result = _Conversation(self, hooks, progress, spec.time_limit_s).until_result()
         # The process waits, its memory still readable (peak memory), until ``stop``.
         return _checked(result, len(inputs), spec)
 
@@ -233,11 +233,16 @@ class _Conversation:
     """The worker's answers while the model runs: the lock, the readings, the scoring turn."""
 
     def __init__(
-        self, process: ModelProcess, hooks: TimingHooks, progress: Callable[[float], None]
+        self,
+        process: ModelProcess,
+        hooks: TimingHooks,
+        progress: Callable[[float], None],
+        limit_s: float,
     ) -> None:
         self.process = process
         self.hooks = hooks
         self.progress = progress
+        self.limit_s = limit_s  # the most it may ask to give way for: the task's time limit
         self.lock_context: contextlib.AbstractContextManager[bool] | None = None
         self.scoring_context: contextlib.AbstractContextManager[ScoringGate] | None = None
         self.gate: ScoringGate = Alone()
@@ -255,28 +260,34 @@ class _Conversation:
             self._leave()
 
     def _answer(self, message: Message) -> None:
+        """Answer one question; what a runner never asks (a second lock, a number that is not
+        one) ends the evaluation: the process is not the runner it should be."""
         op, reply = message.op, dict[str, Any]()
-        if op == "progress":
-            self.progress(float(message.header.get("fraction", 0.0)))
-            return
-        if op == "lock":
-            self.lock_context = self.hooks.lock()
-            reply["held"] = bool(self.lock_context.__enter__())
-        elif op == "unlock":
-            self._leave_lock()
-        elif op == "observe":
-            reply["reading"] = self.hooks.observe()
-        elif op == "scoring":
-            self.scoring_context = self.hooks.scoring()
-            self.gate = self.scoring_context.__enter__()
-        elif op == "scored":
-            self._leave_scoring()
-        elif op == "due":
-            reply["due"] = self.gate.due()
-        elif op == "give_way":
-            reply["waited_s"] = self.gate.give_way(float(message.header.get("limit_s", 0.0)))
-        else:
-            raise EvaluationError(f"The model's process asked for {op!r}, which it may not.")
+        try:
+            if op == "progress":
+                self.progress(min(max(_number(message.header.get("fraction")), 0.0), 1.0))
+                return
+            if op == "lock" and self.lock_context is None:
+                self.lock_context = self.hooks.lock()
+                reply["held"] = bool(self.lock_context.__enter__())
+            elif op == "unlock":
+                self._leave_lock()
+            elif op == "observe":
+                reply["reading"] = self.hooks.observe()
+            elif op == "scoring" and self.scoring_context is None:
+                self.scoring_context = self.hooks.scoring()
+                self.gate = self.scoring_context.__enter__()
+            elif op == "scored":
+                self._leave_scoring()
+            elif op == "due":
+                reply["due"] = self.gate.due()
+            elif op == "give_way":
+                wait_s = min(_number(message.header.get("limit_s")), self.limit_s)
+                reply["waited_s"] = self.gate.give_way(max(wait_s, 0.0))
+            else:
+                raise ValueError(f"it asked for {op!r}, which it may not here")
+        except ValueError as exc:
+            raise EvaluationError(f"The model's process broke the protocol: {exc}.") from exc
         self.process._send({"op": "ok", **reply})
 
     def _leave_lock(self) -> None:
