@@ -15,7 +15,6 @@ import json
 import os
 import select
 import struct
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,8 +131,3 @@ class Channel:
         for fd in {self.read_fd, self.write_fd}:
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-
-def deadline_left(deadline: float | None) -> float | None:
-    """Seconds left until ``deadline`` (a ``time.monotonic`` value); None for no deadline."""
-    return None if deadline is None else deadline - time.monotonic()

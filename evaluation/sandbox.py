@@ -198,6 +198,11 @@ class ModelProcess:
                     return self.channel.receive(max_bytes=max_bytes)
                 except ChannelClosed:
                     raise self._died(doing) from None
+                except ChannelError as exc:  # the model's doing once a model is in it
+                    self.stop()
+                    raise EvaluationError(
+                        f"The model's process broke the protocol while {doing}: {exc}."
+                    ) from exc
             if not self.alive():
                 raise self._died(doing)
 

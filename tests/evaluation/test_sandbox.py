@@ -16,21 +16,11 @@ import pytest
 
 from evaluation.runner import DeviceConfig, EvaluationError, create_session, run_model
 from evaluation.sandbox import ModelProcess, ModelProcessDied, SandboxSettings
-from evaluation.spec import TaskSpec
-from evaluation.timing import TimingHooks, TimingProtocol
-from tests.builders import linear_classifier
+from evaluation.timing import TimingHooks
+from tests.builders import DIGITS_SPEC, linear_classifier
 
 DEVICE = DeviceConfig(intra_op_threads=1, warmup_runs=1, cpu_memory_limit_bytes=1 << 30)
-SPEC = TaskSpec(
-    batch_size=8,
-    input_shape=(1, 8, 8),
-    input_dtype="float32",
-    output_shape=(10,),
-    metric="accuracy",
-    max_model_bytes=1 << 20,
-    time_limit_s=20,
-    timing=TimingProtocol(min_time_s=0.01, min_batches=4, passes=2),
-)
+SPEC = DIGITS_SPEC
 
 
 @pytest.fixture
@@ -69,7 +59,7 @@ def test_predictions_and_costs_from_the_model_process_are_those_of_a_run_here(
     assert np.array_equal(outcome.run.preds, here.preds)
     assert outcome.run.provider == here.provider == "CPUExecutionProvider"
     assert outcome.run.timing.batches >= SPEC.timing.min_batches
-    assert outcome.costs is not None and outcome.costs.macs == 64 * 10 * 8
+    assert outcome.costs is not None and outcome.costs.macs == 64 * 10 * SPEC.batch_size
     assert "seccomp" in protections.active() and "landlock" in protections.active()
 
 
@@ -145,3 +135,13 @@ def test_the_model_process_holds_none_of_the_workers_environment(
     assert "PATH" in names and "TMPDIR" in names
     assert not names & {"SECRET_KEY", "DATABASE_URL"}, names
     assert "s3cret" not in str(failed.value)
+
+
+def test_a_model_process_that_sends_what_is_not_a_message_fails_the_evaluation(
+    process: ModelProcess, model: bytes, inputs: np.ndarray
+) -> None:
+    # fd 3 is the process's end of the channel (the first descriptor it opens, a copy of stdout).
+    hook = "import os, struct, time; os.write(3, struct.pack('!Q', 5) + b'nope!'); time.sleep(30)"
+    with pytest.raises(EvaluationError, match="broke the protocol while loading the model"):
+        process.evaluate(model, inputs, SPEC, DEVICE, hooks=TimingHooks(), test_hook=hook)
+    assert not process.alive()
