@@ -2,9 +2,9 @@
 
 A burst on a small host is bound by its cores, so the CPU each model costs, and who spends it,
 says more than the rate alone: this process (the uploads, or the floor's enqueues), the
-workers (their own CPU, and with their work horses, which count once reaped), PostgreSQL (every
-backend now alive, and through the postmaster those that ended: a work horse's connection ends
-with it) and Redis, when their servers run on this host, and the whole host's busy time.
+workers (their own CPU, and with their children, which count once reaped), PostgreSQL (every
+backend now alive, and through the postmaster those that ended: a connection that ends
+with its process) and Redis, when their servers run on this host, and the whole host's busy time.
 
 ``snapshot`` before and ``per_model`` after a burst give milliseconds (and minor faults) per
 model. Figures of other processes on the host (a test suite, a browser) land in "host" only.
@@ -42,10 +42,8 @@ def _stat(pid: int) -> tuple[str, int, list[int]] | None:
 
 def minor_faults(pid: int, *, reaped_children: bool = False) -> int:
     """Minor page faults of a live process itself (0 once it has gone), or with
-    ``reaped_children`` those of its children that it reaped (a worker's work horses). A forking
-    worker pays one for each page it writes after each fork, the first write since the fork:
-    copy-on-write while the child lives, a write-protect fault after; its child pays one for
-    each page of the worker's that it writes (``benchmarks/fork_cost.py``)."""
+    ``reaped_children`` those of its children that it reaped (a worker's model processes, the
+    floor's work horses)."""
     read = _fields(pid)
     return 0 if read is None else int(read[1][8 if reaped_children else 7])
 

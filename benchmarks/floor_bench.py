@@ -5,8 +5,9 @@ that loads the same model and data and runs onnxruntime, nothing else; by defaul
 (``--floor ours``) its sessions get our workers' session options and warm-up, so that the floor
 is a floor (``--floor defaults``: onnxruntime's defaults, as first measured). Ours is the whole
 portal: an upload through the REST API view (quota, duplicate and rate checks, the row in
-PostgreSQL, the file in storage), the job through Redis, an ``EvaluationWorker`` and its work
-horse (limits, watchdog, heartbeat), the result and the leaderboard read models written back.
+PostgreSQL, the file in storage), the job through Redis, an ``EvaluationWorker`` and the model's
+confined model process (limits, watchdog, heartbeat), the result and the leaderboard read models
+written back.
 
 - submit-to-scored, one idle worker of each: for each of ``--latency-count`` models, ours and
   the floor one after the other, which goes first alternating, each polled every 2 ms until
@@ -345,8 +346,9 @@ def _print_cpu(burst: list[dict[str, Any]], which: str) -> None:
     """A burst's CPU per model by process group, each side's runs' medians."""
     groups = list(burst[0]["cpu"]["ours"])
     print(f"\nCPU per model in {which}, ms (median of the runs; the workers' figure includes")
-    print("their work horses, the workers' own is without them; the faults are minor page")
-    print("faults per model, a count, of the workers themselves and of their reaped horses):\n")
+    print("their children (our model processes, the floor's work horses), the workers' own is")
+    print("without them; the faults are minor page faults per model, a count, of the workers")
+    print("themselves and of their reaped children):\n")
     print("| | " + " | ".join(groups) + " |")
     print("|---" * (len(groups) + 1) + "|")
     for side in ("ours", "floor"):

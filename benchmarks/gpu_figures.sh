@@ -11,12 +11,12 @@
 # (docs/development.md, "GPU figures on a host without network").
 #
 # Steps: the GPU acceptance check (`manage.py gpu_check --require-gpu`); the timing protocol on
-# CUDA for the digits and the conv model (`benchmarks.timing_bench --cuda`); session creation and
-# first run in a fresh and a ready work horse on CUDA (`benchmarks.session_creation --cuda`); and
+# CUDA for the digits and the conv model (`benchmarks.timing_bench --cuda`); a model process's
+# start and CUDA warm-up, which a worker does ahead (`benchmarks.model_process_start --cuda`); and
 # the whole path end to end: `seed_demo` queues the demo baselines, one real EvaluationWorker on
 # CUDA evaluates them in burst mode, and the rows are read back (provider, device, score, p50,
-# seconds from start to finish, peak memory: on a GPU the horse's device memory, CUDA context
-# included).
+# seconds from start to finish, peak memory: on a GPU the model process's device memory, CUDA
+# context included).
 set -u
 PY=${PYTHON:-python3}
 OUT=${OUT:-var/gpu-figures}
@@ -53,7 +53,7 @@ step gpu_check "${GPU_CHECK_S:-240}" $PY manage.py gpu_check --require-gpu
 step timing_digits "${TIMING_S:-150}" $PY -m benchmarks.timing_bench --cuda --repeats 5 --rounds 3
 step timing_conv "${TIMING_S:-150}" $PY -m benchmarks.timing_bench --cuda --workload depth-448 \
     --repeats 5 --rounds 3
-step session "${SESSION_S:-120}" $PY -m benchmarks.session_creation --cuda --rounds 2 --samples 5
+step session "${SESSION_S:-120}" $PY -m benchmarks.model_process_start --cuda --rounds 2 --samples 5
 step end_to_end "${E2E_S:-180}" sh -c "$PY manage.py seed_demo && $PY manage.py rqworker evaluation \
     --worker-class workers.worker.EvaluationWorker --burst --name gpu-figures && $PY manage.py \
     shell -c \"

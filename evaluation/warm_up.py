@@ -16,7 +16,7 @@ def warm_up_model(device: DeviceConfig) -> tuple[bytes, np.ndarray]:
     """The model a model process runs once while it waits for its job, and its input.
 
     On CUDA a submission's first run would otherwise pay for loading cuBLAS and cuDNN and their
-    kernels (figures in docs/benchmarks.md, ``benchmarks.session_creation --cuda``), which the
+    kernels (figures in docs/benchmarks.md, ``benchmarks.model_process_start --cuda``), which the
     tiny Add does not load. On CPU nothing of the kind is loaded: the Add sets onnxruntime up.
     """
     if device.use_cuda:

@@ -364,9 +364,10 @@ EVAL_CUDA_CONTEXT_MB = env_int("EVAL_CUDA_CONTEXT_MB", 500, minimum=0)
 EVAL_CUDA_SELFTEST_TIMEOUT_S = env_float(
     "EVAL_CUDA_SELFTEST_TIMEOUT_S", 120.0, low=5.0, high=1800.0
 )
-# Fork the next work horse while idle and warm it up (Redis, the last task's dataset, its model
-# process); it still runs one evaluation and exits (workers/ready_horse.py).
-EVAL_READY_HORSE = env_bool("EVAL_READY_HORSE", True)
+# Start the next job's model process while the worker is idle and let it warm up (onnxruntime,
+# and on a GPU the CUDA context, cuDNN and cuBLAS); it still runs one model and ends
+# (workers/sandboxing.py). EVAL_READY_HORSE is the setting's earlier name.
+EVAL_START_AHEAD = env_bool("EVAL_START_AHEAD", env_bool("EVAL_READY_HORSE", True))
 # The model's process (docs/security.md): the protections a worker must have to start (any of
 # no_new_privs, seccomp, landlock, netns, rlimits; empty: it starts with what the host offers
 # and shows it), its CPU time, and read-only paths it needs beyond Python's and the system's

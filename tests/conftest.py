@@ -41,14 +41,13 @@ def _plain_http_and_fresh_rate_limits(settings: Any) -> None:
 
 @pytest.fixture(autouse=True)
 def _no_worker_state_from_another_test(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A worker run in this process holds its last task's dataset for its horses
-    (``jobs.keep_dataset_for_horses``); each test starts with none, since ids can come again
-    once a test's transaction has been rolled back. Nor does it start with another test's
-    look for stale board results (``jobs.refresh_boards``) a moment ago."""
+    """A worker run in this process holds its last task's dataset (``jobs.task_dataset``);
+    each test starts with none, since ids can come again once a test's transaction has been
+    rolled back. Nor does it start with another test's look for stale board results
+    (``jobs.refresh_boards``) a moment ago."""
     from workers import jobs
 
-    monkeypatch.setattr(jobs, "_preloaded", {})
-    monkeypatch.setattr(jobs, "_too_large_for_worker", None)
+    monkeypatch.setattr(jobs, "_held", {})
     monkeypatch.setattr(jobs, "_stale_looked_at", float("-inf"))
 
 
@@ -87,7 +86,7 @@ def queue() -> Iterator[Any]:
 
 @pytest.fixture
 def run_worker(queue: Any) -> Callable[[], EvaluationWorker]:
-    """Run a real EvaluationWorker in burst mode: it forks a work horse per job, then returns."""
+    """Run a real EvaluationWorker in burst mode in this process, then return it."""
 
     def run() -> EvaluationWorker:
         worker = EvaluationWorker(

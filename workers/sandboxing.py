@@ -1,17 +1,21 @@
-"""The worker's model processes (``evaluation.sandbox``): configured from the settings, one
-started ahead of its job where a horse can (a ready horse warms one up while it waits).
+"""The worker's model processes (``evaluation.sandbox``): configured from the settings, the next
+one started and warmed up while the worker is idle (``EVAL_START_AHEAD``), and the running one
+killed on request (a cancel).
 
-The work horse never loads a model itself: it hands the model to a model process, answers its
+The worker never loads a model itself: it hands the model to a model process, answers its
 questions (the device's timing lock, the readings), scores the predictions and saves.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from django.conf import settings
@@ -19,11 +23,15 @@ from django.conf import settings
 from evaluation.confine import Protections, default_read_paths, probe
 from evaluation.runner import DeviceConfig
 from evaluation.sandbox import ModelProcess, SandboxSettings
+from evaluation.timing import ScoringGate, scoring_alone
+from workers.measurement import Measurement
 
 log = logging.getLogger(__name__)
 PROTECTIONS = ("no_new_privs", "seccomp", "landlock", "netns", "rlimits")
-# The model process started ahead (a ready horse's), for the device it was started for.
+# The model process started ahead, for the device it was started for.
 _spare: tuple[DeviceConfig, ModelProcess] | None = None
+# The model process of the job running now (``running_model_process``).
+_running: ModelProcess | None = None
 
 
 def device_paths(device: DeviceConfig) -> tuple[str, ...]:
@@ -57,20 +65,52 @@ def sandbox_settings(device: DeviceConfig) -> SandboxSettings:
 
 
 def start_ahead(device: DeviceConfig) -> None:
-    """Start this process's next model process now, to wait, warm, for the job."""
+    """Start this worker's next model process now, to wait, warm, for the job."""
     global _spare
     if _spare is None:
         _spare = (device, ModelProcess(sandbox_settings(device), device))
 
 
-def model_process_ready() -> None:
-    """Wait until the model process started ahead has warmed up (a ready horse's warm-up)."""
-    if _spare is not None:
-        _spare[1].wait_ready()
+def prepare_ahead(device: DeviceConfig) -> None:
+    """While the worker is idle: its next model process started and warmed up (onnxruntime's
+    set-up, and on a GPU the CUDA context, cuBLAS and cuDNN), so the job does not wait for
+    them. Nothing here may stop the worker: a step that fails is done again when the job runs."""
+    try:
+        start_ahead(device)
+        with _turn_on_device(device) as turn:
+            if turn.due():
+                turn.give_way(settings.EVAL_TIMING_LOCK_WAIT_S)
+            if _spare is not None:
+                _spare[1].wait_ready()
+    except Exception as exc:
+        log.warning("model process not started ahead (%s)", exc)
+        stop_spare()
+
+
+def _turn_on_device(device: DeviceConfig) -> AbstractContextManager[ScoringGate]:
+    """On a GPU the model process's warm-up run (cuDNN's algorithm search, cuBLAS's first
+    products: kernels of its own) is a reader of the device's timing lock, as scoring is:
+    it waits while another worker's timing holds or waits for the GPU, and a timing that starts
+    meanwhile waits for it. The CPU's tiny Add disturbs nobody and takes no turn."""
+    if not device.use_cuda:
+        return scoring_alone()
+    try:  # NVML names the device's lock; Redis failing is handled by the turn itself
+        return Measurement(device, lock_wait_s=settings.EVAL_TIMING_LOCK_WAIT_S).scoring()
+    except Exception as exc:
+        log.warning("warm-up without a turn on the device (%s)", exc)
+        return scoring_alone()
+
+
+def stop_spare() -> None:
+    """Stop the model process started ahead, if any (the worker stops)."""
+    global _spare
+    spare, _spare = _spare, None
+    if spare is not None:
+        spare[1].stop()
 
 
 def model_process(device: DeviceConfig) -> ModelProcess:
-    """The model process for this process's job: the one started ahead, or a new one."""
+    """The model process for a job: the one started ahead, or a new one."""
     global _spare
     spare, _spare = _spare, None
     if spare is not None and spare[0] == device and spare[1].alive():
@@ -78,6 +118,35 @@ def model_process(device: DeviceConfig) -> ModelProcess:
     if spare is not None:
         spare[1].stop()
     return ModelProcess(sandbox_settings(device), device)
+
+
+@contextmanager
+def running_model_process(device: DeviceConfig) -> Iterator[ModelProcess]:
+    """The job's model process, known as the running one (``kill_running``) until it is
+    stopped at the end."""
+    global _running
+    process = model_process(device)
+    _running = process
+    try:
+        yield process
+    finally:
+        _running = None
+        process.stop()
+
+
+def running_pid() -> int | None:
+    """The pid of the running job's model process, for the worker's card."""
+    process = _running
+    return process.pid if process is not None else None
+
+
+def kill_running() -> None:
+    """Kill the running job's model process (a cancel, from rq's command thread): the job sees
+    it die and ends. Only a signal: the job's own thread reaps it and cleans up."""
+    process = _running
+    if process is not None and process.alive():
+        with contextlib.suppress(OSError):
+            process.process.kill()
 
 
 def protections_check(device: DeviceConfig) -> tuple[Protections | None, str | None]:

@@ -1,27 +1,30 @@
-"""The GPU worker: an rq Worker that forks one work horse per evaluation.
+"""The evaluation worker: an rq worker that runs each job in its own process and each model in a
+confined model process of its own (``workers.sandboxing``, ``evaluation.sandbox``).
 
 Start it with ``manage.py rqworker evaluation --worker-class workers.worker.EvaluationWorker``
 (environment: ``EVAL_WORKER_NAME``, ``EVAL_GPU_UUID`` or ``EVAL_GPU_INDEX``,
 ``EVAL_GPU_MEMORY_FRACTION``; see the README for several workers on one GPU).
 
-The parent process never creates an onnxruntime session (CUDA must not be initialised before a
-fork). At start it pins its GPU for CUDA (workers/device.py), runs the CUDA self-test in a
-child (evaluation/selftest.py), checks the GPU's memory plan (workers/memory_plan.py) and
-clears its own name's registration when the process that held it is provably dead. It watches
-horses, turns a horse that died (OOM killer, segfault in an operator) into a
-retry or a plain failure, publishes a heartbeat with NVML stats every few seconds, and now and
-then runs the fleet's recovery under a Redis lock.
+The model process, not a forked work horse, is the boundary a model cannot cross: its crash,
+its memory and its time end it and not the worker, and the worker never initialises CUDA (only
+model processes and the CUDA self-test's child do). So the worker runs its jobs itself, as rq's
+``SimpleWorker`` does: the job claims its submission, hands the model to the model process,
+scores its predictions and saves, all on the worker's warm connections. While idle the worker
+starts and warms up its next model process. At start it pins its GPU for CUDA
+(workers/device.py), runs the CUDA self-test (evaluation/selftest.py), checks the GPU's memory
+plan (workers/memory_plan.py) and clears its own name's registration when the process that held
+it is provably dead. A thread of its own publishes a heartbeat with NVML stats every few
+seconds, a job running or not, and now and then runs the fleet's recovery under a Redis lock.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
-import signal
 import socket
 import sys
+import threading
 import time
 from typing import Any, NoReturn
 
@@ -32,19 +35,15 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 from rq import Queue, worker_registration
 from rq.exceptions import StopRequested
-from rq.executions import Execution
 from rq.job import Job
-from rq.utils import now
-from rq.worker import Worker, WorkerStatus
+from rq.worker import SimpleWorker
 
 from evaluation.gpu import GpuInfo, gpu_reading, host_info
-from evaluation.runner import EvalResult
 from evaluation.selftest import run_selftest
 from queueing import heartbeat
 from queueing.queues import queue_name
-from submissions.lifecycle import services
-from submissions.models import Submission, Task
-from workers import memory_plan, outages, ready_horse, recovery, sandboxing
+from submissions.models import Submission
+from workers import memory_plan, outages, recovery, sandboxing
 from workers.classes import detected_device, worker_classes
 from workers.device import (
     CUDA_DEVICE_ID,
@@ -58,24 +57,11 @@ from workers.device import (
     worker_name,
 )
 from workers.dispatch import fair_pick, submission_id_of
-from workers.jobs import (
-    Claim,
-    ResultReader,
-    hand_claim,
-    keep_dataset_for_horses,
-    leave_boards_to_worker,
-    refresh_boards,
-    save_handed_result,
-    sends_result,
-    write_all,
-)
 from workers.measurement import cpu_facts
+from workers.pulse import Pulse
 from workers.registration import dead_registration
 
 log = logging.getLogger(__name__)
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-# rq's heartbeats (the worker's key, kept for minutes) closer together than this are one.
-HEARTBEAT_COALESCE_S = 1.0
 
 
 def worker_command(name: str, *, burst: bool = False) -> list[str]:
@@ -85,43 +71,6 @@ def worker_command(name: str, *, burst: bool = False) -> list[str]:
     command = [sys.executable, "manage.py", "rqworker", settings.EVALUATION_QUEUE]
     command += ["--worker-class", f"{__name__}.EvaluationWorker", "--name", name]
     return [*command, "--burst"] if burst else command
-
-
-def _overran(job: Job) -> bool:
-    """Whether the job ran past its rq timeout, after which rq kills the horse itself."""
-    if job.started_at is None or job.timeout in (None, -1):
-        return False
-    return (now() - job.started_at).total_seconds() >= float(job.timeout)
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """Ask Linux to SIGKILL this work horse when the worker process dies.
-
-    rq puts the horse in its own process group, so ``kill -9`` of the worker would leave it
-    running unseen; recovery would then re-run the submission while the orphan could still write
-    its result. Elsewhere (macOS) this is a no-op and recovery still covers a lost worker.
-    """
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent_pid:  # the worker died before prctl took effect
-        os._exit(1)
-
-
-# In a work horse: the worker's database connections it inherited through fork, kept referenced
-# so that they are never closed or collected here (either would end the worker's session, whose
-# socket the two processes share). The horse opens its own; these go with it (os._exit).
-_INHERITED_CONNECTIONS: list[Any] = []
-
-
-def _leave_parent_connections() -> None:
-    """In a freshly forked horse: leave the worker its database connections, unused and open.
-    The worker keeps its own from job to job instead of connecting again after every fork (a new
-    PostgreSQL connection and its cold catalog are a visible part of a small job's dispatch)."""
-    for conn in db.connections.all(initialized_only=True):
-        if conn.connection is not None:
-            _INHERITED_CONNECTIONS.append(conn.connection)
-            conn.connection = None
 
 
 def _names(queues: Any) -> list[str]:
@@ -150,7 +99,15 @@ def resolve_queues(queues: Any) -> tuple[list[Any], list[str]]:
     return given, classes
 
 
-class EvaluationWorker(Worker):
+class EvaluationWorker(SimpleWorker):
+    """rq's ``SimpleWorker`` (jobs run in this process) with the overrides the product needs,
+    each saying why: ``work`` and ``handle_warm_shutdown_request`` (riding out Redis outages),
+    ``bootstrap`` (the device, the sandbox and the heartbeat before rq registers the worker),
+    ``dequeue_job_and_maintain_ttl`` (the next model process ahead, the fair turn),
+    ``execute_job`` (the fleet's view of the job), ``kill_horse`` (a cancel kills the model
+    process, the one process a job has besides the worker) and ``register_death`` (the
+    heartbeat's thread stops first)."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if not kwargs.get("name"):
             kwargs["name"] = worker_name()
@@ -164,9 +121,7 @@ class EvaluationWorker(Worker):
         super().__init__(resolved, *args[1:], **kwargs)
         self.class_queues = {q.name: q for q in self.queues}
         log.info("worker %s serves device classes %s", self.name, ", ".join(self.device_classes))
-        # rq's monitoring loop calls heartbeat() every job_monitoring_interval while a horse runs.
-        self.job_monitoring_interval = max(1, round(settings.EVAL_HEARTBEAT_INTERVAL_S))
-        # Horses log onnxruntime errors only: a CUDA fallback is caught once, by the self-test at
+        # onnxruntime errors only: a CUDA fallback is caught once, by the self-test at
         # start, which keeps onnxruntime's warnings and logs the reason at error level.
         ort.set_default_logger_severity(3)
         self.device_choice: DeviceChoice | None = None
@@ -180,22 +135,29 @@ class EvaluationWorker(Worker):
             device_classes=self.device_classes,
         )
         self._last_publish = float("-inf")  # the first heartbeat is a sample
-        self._ready: ready_horse.ReadyHorse | None = None
-        self._last_task: Task | None = None  # the likely task of the next job
-        self._claim: Claim | None = None  # the running job's submission, claimed here
-        self._results: ResultReader | None = None  # where its horse sends the result
-        self._saved = False  # whether this worker saved the running job's result
-        self._last_rq_heartbeat = (float("-inf"), 0)  # when, and the TTL it gave (heartbeat())
-        self._job_waits = False  # another job waited when the last one ended (execute_job)
+        self._publishing = threading.Lock()  # the pulse's thread and this one both publish
+        self._pulse = Pulse(self._beat, settings.EVAL_HEARTBEAT_INTERVAL_S, self.name)
         self._redis_lost = False  # this run of rq's work loop ended because Redis went away
         self._asked_to_stop = False  # SIGINT or SIGTERM came (handle_warm_shutdown_request)
 
-    # rq.Worker.work with its keyword arguments passed through as they come (django-rq names them).
+    # rq's work with its keyword arguments passed through as they come (django-rq names them).
     def work(self, burst: bool = False, **kwargs: Any) -> bool:  # type: ignore[override]
         """rq's work loop, started again (registration included) when it ended because Redis
-        went away, once Redis answers: rq's loop quits on any error outside its dequeue, and
-        Redis refusing a heartbeat while a horse runs is one. A worker that is not bounded
-        (burst, ``max_jobs``, ``max_idle_time``) keeps working until it is asked to stop."""
+        went away, once Redis answers: rq's loop quits on any error outside its dequeue. A
+        worker that is not bounded (burst, ``max_jobs``, ``max_idle_time``) keeps working until
+        it is asked to stop. What the worker started (its heartbeat's thread, its next model
+        process) stops with it, on every way out."""
+        try:
+            return self._work_through_outages(burst, **kwargs)
+        finally:
+            self._pulse.stop()
+            sandboxing.stop_spare()
+            sandboxing.clear_scratch(device_config(self.name))
+            self.fleet_state.state = "stopped"
+            self.fleet_state.submission_id = None
+            self.publish_heartbeat(force=True, with_sample=False)
+
+    def _work_through_outages(self, burst: bool, **kwargs: Any) -> bool:
         bounded = burst or any(kwargs.get(k) is not None for k in ("max_jobs", "max_idle_time"))
         worked, next_wait = False, outages.backoff()
         while True:
@@ -246,10 +208,12 @@ class EvaluationWorker(Worker):
         self._claim_name()
         if self.device_choice is None:  # not again when the loop starts again after an outage
             self.start_device()
-        self.fleet_state.state = "idle"  # a loop started again follows a teardown's "stopped"
-        sandboxing.clear_scratch(device_config(self.name))  # left by a previous process's horses
+            # Left by an earlier process of this name (killed outright): no model process of
+            # this one runs yet.
+            sandboxing.clear_scratch(device_config(self.name))
         super().bootstrap(*args, **kwargs)
         self.publish_heartbeat(force=True)
+        self._pulse.start()
         # A restarted worker may have left a submission running: recover it now, not later.
         self._maybe_recover(now=True)
 
@@ -266,12 +230,12 @@ class EvaluationWorker(Worker):
             selftest = run_selftest(
                 device_id=CUDA_DEVICE_ID, timeout_s=settings.EVAL_CUDA_SELFTEST_TIMEOUT_S
             )
-            record_selftest(selftest.problem)  # the horses forked later inherit it
+            record_selftest(selftest.problem)
             choice = current_choice(reading.gpu)
         self.device_choice = choice
         self._check_sandbox()
         if not choice.use_cuda:
-            cpu_facts()  # read once here, inherited by every horse (workers/measurement.py)
+            cpu_facts()  # read once, at start (workers/measurement.py)
         if self._classes_follow_device:
             gpu_name = reading.gpu.name if reading.gpu is not None else None
             device = "cuda" if choice.use_cuda else "cpu"
@@ -372,17 +336,14 @@ class EvaluationWorker(Worker):
             pipe.delete(self.key)
             pipe.execute()
 
-    @property
-    def dequeue_timeout(self) -> int:
-        # The idle loop blocks on Redis at most this long, then calls heartbeat() again.
-        return max(1, round(settings.EVAL_HEARTBEAT_INTERVAL_S))
-
     def dequeue_job_and_maintain_ttl(
         self, timeout: int | None, max_idle_time: int | None = None
     ) -> tuple[Job, Queue] | None:
-        """rq's dequeue, then the fair turn among the queued submissions of this worker's
+        """rq's dequeue, after starting the next job's model process (it warms up while the
+        worker waits), then the fair turn among the queued submissions of this worker's
         classes (workers/dispatch.py)."""
-        self._ensure_ready_horse()  # it warms up while we wait for a job
+        if settings.EVAL_START_AHEAD:
+            sandboxing.prepare_ahead(device_config(self.name))
         db.close_old_connections()  # a broken one, or one past DATABASE_CONN_MAX_AGE
         while True:
             result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
@@ -398,273 +359,49 @@ class EvaluationWorker(Worker):
             if picked is not None:
                 return picked
 
-    def _claim_for_horse(self, job: Job) -> Claim | None:
-        """Claim the job's submission (queued -> running) here, on the worker's own database
-        connection, for the horse about to run it (``jobs.Claim``): after rq's preparation has
-        published this worker busy with it, before the horse exists. None (the horse claims it
-        itself, as under a plain rq worker) when the job is not an evaluation or the database
-        refused: the claim is then the horse's, exactly as before."""
-        if self._claim is not None:  # a ready horse died at the hand-over: the same claim
-            return self._claim
-        submission_id = submission_id_of(job)
-        if submission_id is None:
-            return None
-        try:
-            submission = services.submission_start(
-                submission_id=submission_id, worker_name=self.name
-            )
-        except StopRequested:
-            raise
-        except Exception as exc:
-            log.warning(
-                "worker %s: claim of %s left to the horse: %s", self.name, submission_id, exc
-            )
-            return None
-        self._claim = Claim(submission_id, self.name, submission)
-        if submission is not None:
-            self._last_task = submission.task
-        return self._claim
-
-    def fork_work_horse(self, job: Job, queue: Queue) -> None:
-        claim = self._claim_for_horse(job)
-        if claim is not None and claim.submission is not None:
-            # Held here, as for a ready horse: this horse and the next ones inherit it (a CPU
-            # worker in a burst forks every horse this way).
-            keep_dataset_for_horses(claim.submission.task)
-        pipe = os.pipe() if sends_result(claim) else None
-        hand_claim(claim, pipe[1] if pipe else None)  # the horse forked next inherits them
-        try:
-            super().fork_work_horse(job, queue)  # the horse leaves our connections
-        except BaseException:
-            if pipe:
-                os.close(pipe[0])
-            raise
-        finally:
-            hand_claim(None, None)
-            if pipe:
-                os.close(pipe[1])
-        if pipe:
-            self._results = ResultReader(pipe[0])
-        self.fleet_state.horse_pid = self.horse_pid or None
-        self.publish_heartbeat(force=True)
-
-    def _ensure_ready_horse(self) -> None:
-        job_waits, self._job_waits = self._job_waits, False  # once: a dequeue may find none
-        if not settings.EVAL_READY_HORSE or self.is_horse:
-            return
-        if self._ready is not None and ready_horse.is_alive(self._ready.pid):
-            return
-        if self._ready is not None:
-            log.warning("worker %s: its ready work horse died while waiting", self.name)
-            ready_horse.stop(self._ready)
-            self._ready = None
-        if job_waits and not (self.device_choice and self.device_choice.use_cuda):
-            # A CPU worker in a burst: the next job is there already, so its horse is forked
-            # after the claim as rq does. A ready horse would wait for nothing, and everything
-            # the worker writes between the fork and the horse's end (the dequeue, fair turn,
-            # claim and rq's preparation as well) would copy its page instead of only making it
-            # writable again (docs/benchmarks.md). A GPU worker's horse warms CUDA up: it keeps
-            # its ready horse.
-            return
-        if self._last_task is not None:
-            keep_dataset_for_horses(self._last_task)  # inherited, not read again, by the horse
-        read_fd, write_fd = os.pipe()
-        result_read_fd, result_write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            _leave_parent_connections()  # it opens its own while it warms up
-            os.close(write_fd)
-            os.close(result_read_fd)
-            self._ready_horse_main(read_fd, result_write_fd)
-        os.close(read_fd)
-        os.close(result_write_fd)
-        self._ready = ready_horse.ReadyHorse(pid, write_fd, result_read_fd)
-
-    def _ready_horse_main(self, read_fd: int, result_fd: int) -> NoReturn:
-        """The ready horse: warm up, wait for a job, run it as rq runs a horse, exit."""
-        try:
-            os.setpgrp()
-            self._is_horse = True  # heartbeat() in a horse must not publish the worker's state
-            _die_with_parent(self.fleet_state.pid)
-            ready_horse.warm_up(
-                task=self._last_task,
-                device=device_config(self.name),
-                redis_clients=[self.connection],
-            )
-            handover = ready_horse.wait_for_job(read_fd)
-            if handover is None:
-                os._exit(0)
-            job = self.job_class.fetch(
-                handover.job_id, connection=self.connection, serializer=self.serializer
-            )
-            queue = next(q for q in self.queues if q.name == handover.queue_name)
-            if sends_result(handover.claim):
-                hand_claim(handover.claim, result_fd)
-            else:
-                hand_claim(handover.claim, None)
-                os.close(result_fd)
-            execution = Execution(
-                handover.execution_id, job.id, self.connection, worker_name=self.name
-            )
-            self.executions = {execution.id: execution}
-        except BaseException:
-            log.exception("ready work horse of %s failed before its job", self.name)
-            os._exit(1)  # the worker sees a horse that died: the job is retried or failed
-        os.environ["RQ_WORKER_ID"] = self.name
-        os.environ["RQ_JOB_ID"] = job.id
-        self.main_work_horse(job, queue)
-        os._exit(0)
-
-    def _hand_to_ready_horse(self, job: Job, queue: Queue) -> bool:
-        """Run the job in the ready horse, as rq's execute_job would in a fresh fork; False when
-        there is no live ready horse (the caller forks one the usual way)."""
-        ready, self._ready = self._ready, None
-        if ready is None:
-            return False
-        if not ready_horse.is_alive(ready.pid):
-            ready_horse.stop(ready)
-            return False
-        self._horse_pid = ready.pid  # before anything can ask to kill "the horse"
-        self.fleet_state.horse_pid = ready.pid  # announced with the claim, before the job starts
-        execution = self.prepare_execution(job)
-        claim = self._claim_for_horse(job)
-        handover = ready_horse.Handover(job.id, queue.name, execution.id, claim)
-        try:
-            write_all(ready.write_fd, handover.encode())
-        except OSError:  # it died just now: fork as rq does, for the same execution
-            ready_horse.stop(ready)
-            self.fork_work_horse(job, queue)  # announces the new horse
-        else:
-            os.close(ready.write_fd)
-            if sends_result(claim):
-                self._results = ResultReader(ready.result_fd)
-            else:
-                os.close(ready.result_fd)
-        self.monitor_work_horse(job, queue, execution)
-        self.set_state(WorkerStatus.IDLE)
-        return True
-
-    def main_work_horse(self, job: Job, queue: Queue) -> None:
-        if not self._is_horse:  # just forked by rq (a ready horse left them before warming up)
-            _leave_parent_connections()
-        _die_with_parent(self.fleet_state.pid)
-        leave_boards_to_worker()  # execute_job refreshes them once this horse has ended
-        super().main_work_horse(job, queue)
-
     def execute_job(self, job: Job, queue: Queue) -> None:
+        """rq's execution of the job in this process, announced to the fleet first: recovery
+        must see this worker busy with the submission before the job claims it."""
         submission_id = submission_id_of(job)
-        self.fleet_state.state = "busy"
-        self.fleet_state.submission_id = submission_id
-        self.fleet_state.busy_since = time.time()
-        # Published with rq's preparation, before the horse starts (``prepare_execution``).
-        self._claim, self._saved = None, False
+        state = self.fleet_state
+        state.state, state.submission_id, state.busy_since = "busy", submission_id, time.time()
+        self.publish_heartbeat(force=True)
         try:
-            if not self._hand_to_ready_horse(job, queue):
-                super().execute_job(job, queue)
+            super().execute_job(job, queue)
         except outages.REDIS_ERRORS:
+            # The job itself saved through the database; rq's bookkeeping after it needs Redis.
             self._redis_lost = True
-            self._finish_without_redis(job, submission_id)
+            log.error("worker %s: Redis went away during job %s", self.name, job.id)
             raise  # the work loop starts again once Redis answers (``work``)
         finally:
-            results, self._results, self._claim = self._results, None, None
-            if results is not None:
-                results.close()
-            saved, self._saved = self._saved, False
-            self._count_outcome(job, submission_id, saved)
-            self.fleet_state.state = "idle"
-            self.fleet_state.submission_id = None
-            self.fleet_state.busy_since = None
-            self.fleet_state.horse_pid = None
+            self._count_outcome(job, submission_id)
+            state.state, state.submission_id, state.busy_since = "idle", None, None
+            state.horse_pid = None
             self.publish_heartbeat(force=True)
-            if submission_id is not None:
-                # The board refreshes the job owed, its horse's result or a dead horse's: here,
-                # where the queries are compiled and the tables' catalogs read already.
-                self._job_waits = refresh_boards(job.connection, job.origin)
 
-    def prepare_execution(self, job: Job) -> Execution:
-        """rq's preparation of the job (rq.executions.prepare_execution: the execution, the busy
-        state) and this worker's claim on it (its fleet state, busy with the submission) in one
-        MULTI/EXEC, before the horse starts, so recovery sees the claim: one round trip on
-        every job's way to its horse instead of two."""
-        with self.connection.pipeline() as pipeline:
-            execution = Execution.create(
-                job, self.get_heartbeat_ttl(job), pipeline=pipeline, worker_name=self.name
-            )
-            self.executions[execution.id] = execution
-            self.set_state(WorkerStatus.BUSY, pipeline=pipeline)
-            heartbeat.publish_into(pipeline, self.fleet_state, with_sample=self._sample_now())
-            pipeline.execute()
-        return execution
+    def kill_horse(self, sig: Any = None) -> None:
+        """rq's stop of a running job (a cancel, sent by ``services.submission_cancel``): kill
+        the job's model process, as rq kills a forked horse; the job sees it die and ends."""
+        sandboxing.kill_running()
 
-    def wait_for_horse(self) -> tuple[int | None, int | None, Any]:
-        """rq's wait for the horse's end, after taking the result it sends (``jobs.Claim``) and
-        saving it at once: the submitter sees the score while the horse still finishes rq's
-        bookkeeping and exits, as when the horse saved it itself."""
-        self._take_result()
-        return super().wait_for_horse()
+    def register_death(self) -> None:
+        """rq's deregistration, once the heartbeat's thread has stopped: a beat after it would
+        put the worker back in rq's registry."""
+        self._pulse.stop()
+        super().register_death()
 
-    def _take_result(self) -> None:
-        """The result the running horse sends, if it sends one, saved (``_saved``). rq's
-        monitoring alarm may interrupt the wait for it (the reader keeps what came so far), to
-        send the heartbeats, but not the save."""
-        results = self._results
-        if results is not None and not results.done:
-            result = results.read(self.horse_pid)
-            if result is not None:
-                left = signal.alarm(0)
-                try:
-                    self._saved = self._save_result(result)
-                finally:
-                    if left:
-                        signal.alarm(left)
+    def _beat(self) -> None:
+        """The pulse's beat: the fleet's heartbeat, and the worker's place in rq's registry
+        (``rq info``, the admin's worker list), which a Redis that lost its data no longer holds
+        while the worker's loop goes on."""
+        self.publish_heartbeat()
+        with contextlib.suppress(*outages.REDIS_ERRORS):  # the heartbeat said so already
+            worker_registration.register(self)
 
-    def _save_result(self, result: EvalResult) -> bool:
-        """The result the horse sent (``jobs.save_handed_result``), saved; False when saving
-        failed. While the database does not answer, the worker keeps the result and tries again
-        (its heartbeat keeps its claim); only a stop request gives up, and the submission, still
-        running without a horse, is then run again by recovery."""
-        claim = self._claim
-        if claim is None:
-            return False
-        try:
-            return outages.save_patiently(
-                lambda: save_handed_result(claim, result),
-                what=f"the result of submission {claim.submission_id}",
-                stop=lambda: self._asked_to_stop,
-                while_waiting=lambda: self.publish_heartbeat(with_sample=False),
-            )
-        except Exception:
-            log.exception(
-                "worker %s: the result of %s was not saved", self.name, claim.submission_id
-            )
-            return False
-
-    def _finish_without_redis(self, job: Job, submission_id: int | None) -> None:
-        """Redis went away while a horse ran: let the horse finish, save the result it sends,
-        and reap it, through the database alone (rq's monitoring needs Redis). A horse that
-        ended without a result has its submission run again, for the true reason."""
-        log.error("worker %s: Redis went away during job %s; finishing it", self.name, job.id)
-        pid = self.horse_pid
-        if pid:
-            self._take_result()
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-            self._horse_pid = 0
-        if submission_id is not None and not self._saved:
-            with contextlib.suppress(Exception):  # the database may be down too: recovery's
-                outcome = services.submission_retry_or_fail(
-                    submission_id=submission_id, cause=services.QUEUE_LOST, worker_name=self.name
-                )
-                log.warning("submission %s without a result: %s", submission_id, outcome)
-
-    def _count_outcome(self, job: Job, submission_id: int | None, saved: bool = False) -> None:
+    def _count_outcome(self, job: Job, submission_id: int | None) -> None:
         """Count evaluations this worker finished; a duplicate job that found its submission
-        already taken ("skipped") is not an evaluation. ``saved``: this worker saved its result,
-        so it succeeded without asking the database."""
+        already taken ("skipped") is not an evaluation."""
         if submission_id is None:
-            return
-        if saved:
-            self.fleet_state.jobs_done += 1
             return
         try:
             result = job.latest_result()
@@ -685,77 +422,24 @@ class EvaluationWorker(Worker):
         elif status == Submission.Status.FAILED:
             self.fleet_state.jobs_failed += 1
 
-    def handle_work_horse_killed(self, job: Job, retpid: int, ret_val: int, rusage: Any) -> None:
-        super().handle_work_horse_killed(job, retpid, ret_val, rusage)
-        submission_id = submission_id_of(job)
-        if submission_id is None:
-            return
-        if _overran(job):
-            # rq kills a horse only after its timeout (+60 s): the run hung where the watchdog
-            # cannot reach (onnxruntime loading or optimising the model). A retry would hang too.
-            services.submission_fail(
-                submission_id=submission_id,
-                message=(
-                    f"Time limit exceeded: the evaluation was still running after {job.timeout} s "
-                    "(the task's limit plus the time allowed for loading), most likely while "
-                    "onnxruntime was loading or optimising the model. Check that the model "
-                    "loads quickly with onnxruntime on your machine."
-                ),
-                log_text=f"work horse killed after its job timeout; waitpid status {ret_val}",
-            )
-            outcome = "failed: overran its job timeout"
-        else:
-            outcome = services.submission_retry_or_fail(
-                submission_id=submission_id, cause=services.HORSE_DIED, worker_name=self.name
-            )
-        log.warning(
-            "work horse for submission %s died (status %s): %s", submission_id, ret_val, outcome
-        )
-
-    def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
-        """rq's heartbeat (the worker's key and its executions' kept alive ``timeout`` s more),
-        in one round trip instead of rq's three, and not again within ``HEARTBEAT_COALESCE_S``
-        of one that keeps them alive as long: rq's loop sends one before and after each dequeue
-        and after each job, twelve round trips a job in a burst for keys that live a minute."""
-        if pipeline is not None:  # part of someone's transaction: as rq does it
-            super().heartbeat(timeout, pipeline)
-        else:
-            ttl = timeout or self.worker_ttl + 60
-            clock = time.monotonic()
-            last_at, last_ttl = self._last_rq_heartbeat
-            if clock - last_at >= HEARTBEAT_COALESCE_S or ttl > last_ttl:
-                with self.connection.pipeline(transaction=False) as batch:
-                    super().heartbeat(ttl, batch)
-                    # rq's heartbeat brings back the worker's hash after Redis lost its data, not
-                    # its place in the registry (rq info, Worker.all): idempotent, in the batch.
-                    worker_registration.register(self, batch)
-                    batch.execute()
-                self._last_rq_heartbeat = (clock, ttl)
-        if not self.is_horse:  # prepare_job_execution calls this in the horse too
-            self.publish_heartbeat()
-
-    def register_death(self) -> None:
-        if self._ready is not None:  # what we start we stop: the horse that got no job
-            ready_horse.stop(self._ready)
-            self._ready = None
-        sandboxing.clear_scratch(device_config(self.name))  # its model processes died with it
-        super().register_death()
-        self.fleet_state.state = "stopped"
-        self.fleet_state.submission_id = None
-        self.publish_heartbeat(force=True, with_sample=False)
-
     def publish_heartbeat(self, *, force: bool = False, with_sample: bool = True) -> None:
-        """Publish state and stats; never lets a stats or Redis hiccup stop the worker."""
+        """Publish state and stats (from this thread, or every interval from the pulse's);
+        never lets a stats or Redis hiccup stop the worker."""
         interval = settings.EVAL_HEARTBEAT_INTERVAL_S
-        if not force and time.monotonic() - self._last_publish < interval * 0.8:
-            return
-        try:
-            sample = self._sample_now(wanted=with_sample)
-            heartbeat.publish(self.connection, self.fleet_state, with_sample=sample)
-        except StopRequested:
-            raise
-        except Exception:
-            log.exception("worker %s could not publish its heartbeat", self.name)
+        with self._publishing:
+            if not force and time.monotonic() - self._last_publish < interval * 0.8:
+                return
+            if self.fleet_state.state == "busy":
+                self.fleet_state.horse_pid = sandboxing.running_pid()
+            try:
+                sample = self._sample_now(wanted=with_sample)
+                heartbeat.publish(self.connection, self.fleet_state, with_sample=sample)
+            except StopRequested:
+                raise
+            except outages.REDIS_ERRORS as exc:  # an outage: one line, not a traceback a beat
+                log.warning("worker %s: heartbeat waits for Redis: %s", self.name, exc)
+            except Exception:
+                log.exception("worker %s could not publish its heartbeat", self.name)
         if self.fleet_state.state != "stopped":
             self._maybe_recover()
 

@@ -54,9 +54,10 @@ Status = Submission.Status
 # Seconds the rq job may run beyond the bounds of its phases (job_timeout_s): reading the model
 # and the dataset, writing progress and the result.
 JOB_TIMEOUT_MARGIN_S = 300
-# rq lets a horse run this long past its job's timeout before it kills it: a stopping worker must
-# be given the job timeout plus this (compose's stop_grace_period, Kubernetes' grace period).
-RQ_KILL_WAIT_S = 60
+# A worker asked to stop finishes its job first (rq ends it at its timeout), then stops its model
+# process and deregisters: it must be given the job timeout plus this (compose's
+# stop_grace_period, Kubernetes' grace period).
+STOP_MARGIN_S = 60
 
 
 class SubmissionRefused(Refused):

@@ -178,13 +178,13 @@ def _seconds(duration: str) -> int:
 def test_a_stopping_worker_may_finish_the_longest_default_job(services: dict[str, Any]) -> None:
     # rq waits 60 s past a job's timeout before killing its horse; compose must wait as long.
     from evaluation.timing import TimingProtocol
-    from submissions.lifecycle.services import RQ_KILL_WAIT_S, job_timeout_s
+    from submissions.lifecycle.services import STOP_MARGIN_S, job_timeout_s
     from submissions.models import Task
 
     default_limit = Task._meta.get_field("time_limit_s").default
     # The protocol's defaults (the tests' own settings time briefly).
     job_s = job_timeout_s(time_limit_s=default_limit, timing=TimingProtocol())
-    longest_job = job_s + RQ_KILL_WAIT_S
+    longest_job = job_s + STOP_MARGIN_S
     assert longest_job == 3 * 600 + 60 + 10 + 300 + 60
     for name in (*GPU_WORKERS, "worker-cpu"):
         assert _seconds(services[name]["stop_grace_period"]) >= longest_job, name

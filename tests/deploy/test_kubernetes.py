@@ -19,7 +19,7 @@ import yaml
 
 from evaluation.timing import TimingProtocol
 from queueing.queues import queue_name
-from submissions.lifecycle.services import RQ_KILL_WAIT_S, job_timeout_s
+from submissions.lifecycle.services import STOP_MARGIN_S, job_timeout_s
 from submissions.models import Task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,7 +159,7 @@ def test_a_stopped_worker_has_time_to_finish_the_longest_evaluation(overlay: str
         assert longest >= default_limit
         grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
         job_s = job_timeout_s(time_limit_s=longest, timing=TimingProtocol())  # its defaults
-        assert grace >= job_s + RQ_KILL_WAIT_S, deployment["metadata"]
+        assert grace >= job_s + STOP_MARGIN_S, deployment["metadata"]
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

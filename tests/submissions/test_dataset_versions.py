@@ -220,12 +220,10 @@ def started_submission(task: Task, user: Any) -> Submission:
 
 
 @pytest.mark.django_db
-def test_a_horse_that_preloaded_the_old_version_loads_the_new_one(
-    make_task: Any, alice: Any
-) -> None:
+def test_a_worker_holding_the_old_version_loads_the_new_one(make_task: Any, alice: Any) -> None:
     task = make_task(digits_like(n=40, seed=1))
     task_dataset_replace(task_id=task.pk)
-    jobs.dataset_preload(Task.objects.get(pk=task.pk))  # a ready horse warmed up on v1
+    jobs.task_dataset(Task.objects.get(pk=task.pk))  # the worker's last job ran on v1
     replace_dataset(task, digits_like(n=24, seed=2))
     _, data = jobs._load(started_submission(task, alice))
     assert len(data.inputs) == 24
@@ -265,40 +263,38 @@ def _count_reads(monkeypatch: pytest.MonkeyPatch, log: Path) -> None:
 
 
 @pytest.mark.django_db
-def test_a_dataset_the_worker_holds_is_what_its_horse_evaluates_on_without_reading_it(
+def test_a_dataset_the_worker_holds_is_what_its_next_job_evaluates_on_without_reading_it(
     make_task: Any, alice: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     task = make_task(digits_like(n=40, seed=1))
     reads = tmp_path / "reads"
     _count_reads(monkeypatch, reads)
-    jobs.keep_dataset_for_horses(Task.objects.get(pk=task.pk))  # the worker, before a fork
-    jobs.keep_dataset_for_horses(Task.objects.get(pk=task.pk))  # held: not read again
-    jobs.dataset_preload(Task.objects.get(pk=task.pk))  # the ready horse's warm-up: inherited
-    assert len(reads.read_text().split()) == 1
-    _, data = jobs._load(started_submission(task, alice))
+    jobs.task_dataset(Task.objects.get(pk=task.pk))  # a job of the task
+    _, data = jobs._load(started_submission(task, alice))  # the next one
     assert len(data.inputs) == 40 and len(reads.read_text().split()) == 1
     # A new version is another dataset: the held one is dropped, the new one read.
     replace_dataset(task, digits_like(n=24, seed=2))
-    jobs.keep_dataset_for_horses(Task.objects.get(pk=task.pk))
-    assert [len(d.inputs) for d in jobs._preloaded.values()] == [24]
+    jobs.task_dataset(Task.objects.get(pk=task.pk))
+    assert [len(d.inputs) for d in jobs._held.values()] == [24]
+    assert len(reads.read_text().split()) == 2
 
 
 @pytest.mark.django_db
-def test_a_dataset_too_large_for_the_worker_is_left_to_the_horses_and_not_read_again(
+def test_a_dataset_too_large_to_hold_is_read_for_each_job_and_let_go(
     make_task: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     task = Task.objects.get(pk=make_task(digits_like(n=40, seed=1)).pk)
     reads = tmp_path / "reads"
     _count_reads(monkeypatch, reads)
-    monkeypatch.setattr(jobs, "WORKER_DATASET_MAX_BYTES", 1000)  # 40 x 64 floats: 10 kB
-    jobs.keep_dataset_for_horses(task)
-    jobs.keep_dataset_for_horses(task)  # every idle turn of the worker asks again
-    assert jobs._preloaded == {}
-    assert len(reads.read_text().split()) == 1  # read once to learn its size, then left alone
+    monkeypatch.setattr(jobs, "HELD_DATASET_MAX_BYTES", 1000)  # 40 x 64 floats: 10 kB
+    assert len(jobs.task_dataset(task).inputs) == 40
+    assert len(jobs.task_dataset(task).inputs) == 40
+    assert jobs._held == {}
+    assert len(reads.read_text().split()) == 2
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_real_worker_reads_a_tasks_dataset_once_for_the_horses_that_follow(
+def test_a_real_worker_reads_a_tasks_dataset_once_for_the_jobs_that_follow(
     make_task: Any, alice: Any, run_worker: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     w, b = np.eye(64, 10, dtype=np.float32), np.zeros(10, dtype=np.float32)
@@ -308,11 +304,8 @@ def test_a_real_worker_reads_a_tasks_dataset_once_for_the_horses_that_follow(
     for bias in (0.0, 1.0):
         submission_create(user=alice, task=task, upload=onnx_upload(linear_classifier(w, b + bias)))
 
-    run_worker()  # in this process; its horses are forked from it
+    run_worker()  # in this process
 
     done = Submission.objects.filter(task=task).order_by("pk")
     assert [s.status for s in done] == ["succeeded"] * 2, [s.error_message for s in done]
-    pids = reads.read_text().split()
-    # The first job's horse read it (the worker did not know the task yet), then the worker,
-    # once: the second job's horse inherited it.
-    assert len(pids) == 2 and pids.count(str(os.getpid())) == 1, pids
+    assert reads.read_text().split() == [str(os.getpid())]  # the first job read it, once

@@ -1,5 +1,5 @@
 """The one retry rule (services.submission_retry_or_fail), whoever finds the attempt lost: the
-worker whose work horse died, or recovery when a whole worker went silent."""
+job whose model process died, or recovery when a whole worker went silent."""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ from submissions.lifecycle.quotas import quota_get
 from submissions.models import Submission
 from tests.workers.fleet_support import fast_model, submit
 from workers import recovery
-from workers.worker import EvaluationWorker
 
 pytestmark = pytest.mark.django_db(transaction=True)
-SIGKILLED = 9
+DIED = "while running: it was killed by signal SIGKILL"  # as the job words it
 
 
 def started(submission: Submission, worker: str) -> Submission:
@@ -24,46 +23,48 @@ def started(submission: Submission, worker: str) -> Submission:
     return started
 
 
-def horse_died(queue: Any, submission: Submission, worker: str) -> None:
-    """What the worker does when rq reports its horse killed early (OOM killer, segfault)."""
-    job = queue.fetch_job(Submission.objects.get(pk=submission.pk).job_id)
-    EvaluationWorker([queue], connection=queue.connection, name=worker).handle_work_horse_killed(
-        job, 0, SIGKILLED, None
+def model_process_died(queue: Any, submission: Submission, worker: str) -> None:
+    """What the job does when its model process was killed (OOM killer, segfault)."""
+    services.submission_retry_or_fail(
+        submission_id=submission.pk,
+        cause=services.HORSE_DIED,
+        worker_name=worker,
+        detail=DIED,
     )
 
 
-def test_a_horse_that_dies_twice_fails_the_submission_with_every_attempt_in_the_log(
+def test_a_model_process_that_dies_twice_fails_the_submission_with_every_attempt_in_the_log(
     queue: Any, alice: Any, make_task: Any
 ) -> None:
     task = make_task(submissions_per_day=5)
     submission = submit(alice, task, fast_model())
     started(submission, "w1")
-    horse_died(queue, submission, "w1")
+    model_process_died(queue, submission, "w1")
     assert Submission.objects.get(pk=submission.pk).status == "queued"
     started(submission, "w2")
-    horse_died(queue, submission, "w2")
+    model_process_died(queue, submission, "w2")
 
     failed = Submission.objects.get(pk=submission.pk)
     assert failed.status == "failed" and failed.attempts == 2
     assert failed.error_message == services.HORSE_DIED.message
     assert failed.log.splitlines()[-2:] == [
-        "attempt 1: the evaluation process died; retrying.",
-        "attempt 2: the evaluation process died; giving up.",
+        f"attempt 1: the evaluation process died ({DIED}); retrying.",
+        f"attempt 2: the evaluation process died ({DIED}); giving up.",
     ]
-    # the model itself brought its horse down twice: it counts like any failing model
+    # the model itself brought its model process down twice: it counts like any failing model
     assert not failed.failed_by_system
     assert quota_get(user=alice, task=task).used_today == 1
 
 
-def test_a_lost_worker_and_a_dead_horse_share_one_attempt_count(
+def test_a_lost_worker_and_a_dead_model_process_share_one_attempt_count(
     queue: Any, alice: Any, make_task: Any, settings: Any
 ) -> None:
-    """A horse death, then a lost worker: the second loss is the last allowed attempt."""
+    """A model process death, then a lost worker: the second loss is the last allowed attempt."""
     settings.EVAL_HEARTBEAT_STALE_S = 1.0
     task = make_task(submissions_per_day=5)
     submission = submit(alice, task, fast_model())
     started(submission, "w1")
-    horse_died(queue, submission, "w1")
+    model_process_died(queue, submission, "w1")
     started(submission, "gone")
     now = 1_000_000_000.0
     recovery.reconcile(clock=lambda: now)  # first seen unclaimed
@@ -74,23 +75,23 @@ def test_a_lost_worker_and_a_dead_horse_share_one_attempt_count(
     assert failed.error_message == services.WORKER_LOST.message
     assert failed.failed_by_system  # the worker's machine, not the model: not counted
     assert quota_get(user=alice, task=task).used_today == 0
-    assert "attempt 1: the evaluation process died; retrying." in failed.log
+    assert f"attempt 1: the evaluation process died ({DIED}); retrying." in failed.log
     assert "attempt 2: worker gone stopped responding (no heartbeat for 1 s); giving up." in (
         failed.log
     )
 
 
-def test_a_late_report_of_a_dead_horse_leaves_the_retry_running_elsewhere_alone(
+def test_a_late_report_of_a_dead_model_process_leaves_the_retry_running_elsewhere_alone(
     queue: Any, alice: Any, make_task: Any
 ) -> None:
     """Recovery already ran the submission again on another worker when the first worker
-    reports its horse dead: that report must not requeue the new attempt."""
+    reports its model process dead: that report must not requeue the new attempt."""
     submission = submit(alice, make_task(), fast_model())
     started(submission, "w1")
     Submission.objects.filter(pk=submission.pk).update(status="queued")  # as recovery's retry
     started(submission, "w2")
 
-    horse_died(queue, submission, "w1")
+    model_process_died(queue, submission, "w1")
 
     running = Submission.objects.get(pk=submission.pk)
     assert running.status == "running" and running.worker_name == "w2"

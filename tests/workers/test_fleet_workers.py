@@ -81,7 +81,7 @@ def test_a_worker_killed_mid_evaluation_has_its_submission_rerun_to_success(
     assert done.score is not None and done.samples_evaluated == 100
 
 
-def test_a_work_horse_killed_alone_is_retried_by_its_own_worker(
+def test_a_model_process_killed_alone_is_retried_by_its_own_worker(
     start_worker: Any, queue: Any, alice: Any, make_task: Any
 ) -> None:
     task = make_task(time_limit_s=120)
@@ -94,7 +94,10 @@ def test_a_work_horse_killed_alone_is_retried_by_its_own_worker(
     done = wait_for("the submission to finish", lambda: final(submission), 120, [worker])
     assert done.status == "succeeded", done.error_message
     assert done.attempts == 2 and done.worker_name == "oom-a"
-    assert "the evaluation process died; retrying" in done.log
+    assert (
+        "the evaluation process died (while running the model: it was killed by signal SIGKILL);"
+        " retrying" in done.log
+    )
     assert worker.process.poll() is None  # the worker itself kept serving
 
 
@@ -123,7 +126,7 @@ def test_a_submission_whose_worker_is_killed_twice_fails_with_a_plain_message(
     assert "failed 1 running" in out.getvalue()
 
 
-def test_cancelling_a_running_evaluation_stops_the_horse_and_keeps_the_worker_serving(
+def test_cancelling_a_running_evaluation_stops_its_model_process_and_keeps_the_worker_serving(
     start_worker: Any, queue: Any, alice: Any, make_task: Any
 ) -> None:
     task = make_task(time_limit_s=120)
@@ -136,7 +139,7 @@ def test_cancelling_a_running_evaluation_stops_the_horse_and_keeps_the_worker_se
     response = client.post(f"/api/submissions/{submission.pk}/cancel/")
 
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
-    wait_for("the horse to be killed", lambda: horse_gone(state.horse_pid), 20, [worker])
+    wait_for("the model process to be killed", lambda: horse_gone(state.horse_pid), 20, [worker])
     wait_for("the worker idle", lambda: online_workers(queue)["cancel-a"].state == "idle", 20)
     again = client.post(f"/api/submissions/{submission.pk}/cancel/")
     assert again.status_code == 409  # idempotent: nothing changes the second time

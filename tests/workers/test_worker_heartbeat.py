@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from typing import Any
 
 import onnxruntime as ort
 import pytest
-import redis
-from django.conf import settings as django_settings
 from rq.exceptions import StopRequested
 
 from queueing import heartbeat
@@ -23,7 +20,6 @@ from submissions.lifecycle.services import submission_create
 from tests.conftest import onnx_upload
 from tests.workers.fake_nvml import GIB, install
 from tests.workers.fleet_support import fast_model, nan_classifier
-from workers import worker as worker_module
 from workers.worker import EvaluationWorker
 
 CUDA_BUILT = "CUDAExecutionProvider" in ort.get_available_providers()
@@ -101,35 +97,6 @@ def test_heartbeats_are_throttled_to_the_interval_unless_forced(
     assert queue.connection.llen(heartbeat.history_key("hb-worker")) == 1
 
 
-def test_rqs_heartbeats_close_together_are_one_unless_one_asks_for_a_longer_life(
-    worker: EvaluationWorker, queue: Any, monkeypatch: Any
-) -> None:
-    """rq's loop sends its heartbeat before and after every dequeue and after every job: the
-    worker's key lives minutes, so those within ``HEARTBEAT_COALESCE_S`` of one that kept it
-    alive as long are not sent again."""
-    connection = queue.connection
-
-    def last_heartbeat() -> bytes:
-        value: bytes = connection.hget(worker.key, "last_heartbeat")
-        return value
-
-    worker.heartbeat()
-    first = last_heartbeat()
-    assert connection.ttl(worker.key) > worker.worker_ttl  # worker_ttl + 60, as rq gives it
-    connection.expire(worker.key, 30)  # so that a heartbeat sent again shows
-    time.sleep(0.01)
-    worker.heartbeat()  # coalesced: nothing sent
-    assert last_heartbeat() == first and connection.ttl(worker.key) <= 30
-
-    worker.heartbeat(worker.worker_ttl + 600)  # a longer life is always sent
-    assert last_heartbeat() != first and connection.ttl(worker.key) > worker.worker_ttl + 60
-
-    monkeypatch.setattr(worker_module, "HEARTBEAT_COALESCE_S", 0.0)
-    connection.expire(worker.key, 30)
-    worker.heartbeat()  # past the window: sent
-    assert connection.ttl(worker.key) > 30
-
-
 def test_a_state_change_between_samples_is_published_at_once_without_reading_nvml_again(
     monkeypatch: Any, worker: EvaluationWorker, queue: Any
 ) -> None:
@@ -157,10 +124,7 @@ def test_a_worker_whose_heartbeat_is_stale_is_offline(
 
 
 def test_a_cleanly_stopped_worker_is_offline_at_once(worker: EvaluationWorker, queue: Any) -> None:
-    worker.register_birth()
-    worker.publish_heartbeat(force=True)
-
-    worker.register_death()
+    worker.work(burst=True, with_scheduler=False)  # nothing queued: it starts and stops
 
     state = state_of(queue)
     assert state.state == "stopped" and not heartbeat.is_online(state)
@@ -232,7 +196,7 @@ def test_real_jobs_are_counted_in_the_heartbeat_and_a_burst_worker_ends_stopped(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_neither_the_worker_nor_its_horse_makes_a_session(
+def test_the_worker_makes_no_session_its_model_processes_make_them(
     run_worker: Any,
     make_task: Any,
     alice: Any,
@@ -241,9 +205,9 @@ def test_neither_the_worker_nor_its_horse_makes_a_session(
     tmp_path: Any,
     settings: Any,
 ) -> None:
-    """A session created before a fork is undefined behaviour in the horse (a CUDA one above all),
-    and a model parsed in the worker or its horse could read their secrets: every submission's
-    session is made in its model process (evaluation.model_process), never here."""
+    """A model parsed in the worker could read its secrets, and a CUDA context there would be
+    inherited by the CUDA self-test's fork: every submission's session is made in its model
+    process (evaluation.model_process), never here."""
     settings.EVAL_DEVICE = "cpu"  # this machine has no CUDA; the rule is the same
     record = tmp_path / "session-pids"
     original = ort.InferenceSession
@@ -258,7 +222,7 @@ def test_neither_the_worker_nor_its_horse_makes_a_session(
     monkeypatch.setattr(ort, "InferenceSession", recording)
     install(monkeypatch)  # a GPU in the heartbeats, so the parent reads NVML throughout
 
-    worker = run_worker()  # in this process; its horses are forks of it
+    worker = run_worker()  # in this process
 
     assert not record.exists(), record.read_text()
     assert state_of(queue, worker.name).jobs_done == 1
@@ -323,58 +287,3 @@ def test_a_heartbeat_replaces_the_workers_state_in_one_transaction(
 
     assert [name for name, _ in seen][:2] == ["DEL", "HSET"]
     assert all(inside for _, inside in seen), seen
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_workers_claim_on_a_job_goes_with_rqs_preparation_in_one_transaction(
-    run_worker: Any, make_task: Any, alice: Any, queue: Any
-) -> None:
-    """Before the horse starts, the worker's fleet state says busy with the submission (what
-    recovery reads) in the same MULTI/EXEC as rq's own busy state and execution: one round
-    trip, not two. Read from Redis's MONITOR, by client connection."""
-    submission = submission_create(user=alice, task=make_task(), upload=onnx_upload(fast_model()))
-    watcher = redis.Redis.from_url(django_settings.REDIS_URL, socket_timeout=30)
-    commands: list[tuple[str, str]] = []  # (client, command)
-    monitoring = threading.Event()
-
-    def watch() -> None:
-        with watcher.monitor() as monitor:
-            monitoring.set()
-            while True:
-                seen = monitor.next_command()
-                if seen["command"] == "ECHO end-of-test":
-                    return
-                client = f"{seen['client_address']}:{seen['client_port']}"
-                commands.append((client, seen["command"]))
-
-    thread = threading.Thread(target=watch)
-    thread.start()
-    assert monitoring.wait(10)
-    worker = run_worker()
-    redis.Redis.from_url(django_settings.REDIS_URL).echo("end-of-test")
-    thread.join(30)
-
-    blocks: list[list[str]] = []  # each client's MULTI ... EXEC
-    open_blocks: dict[str, list[str]] = {}
-    for client, command in commands:
-        if command == "MULTI":
-            open_blocks[client] = []
-        elif command == "EXEC" and client in open_blocks:
-            blocks.append(open_blocks.pop(client))
-        elif client in open_blocks:
-            open_blocks[client].append(command)
-    fleet_key = heartbeat.worker_key(worker.name)
-    busy_claims = [
-        block
-        for block in blocks
-        if any(
-            c.startswith(f"HSET {fleet_key} ")
-            and f"submission_id {submission.pk} " in c
-            and 'state "busy"' in c
-            for c in block
-        )
-    ]
-    assert busy_claims, "the worker never published its claim on the submission"
-    for block in busy_claims:  # every claim went with rq's busy state and its execution
-        assert any(c == f"HSET rq:worker:{worker.name} state busy" for c in block)
-        assert any("rq:execution" in c for c in block)

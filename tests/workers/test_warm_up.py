@@ -24,10 +24,9 @@ from tests.workers.fake_nvml import FakeGpu, FakeNvml
 from workers import sandboxing
 from workers.device import device_config
 from workers.device_lock import device_lock, device_lock_key
-from workers.ready_horse import warm_up
 
 
-def test_a_cuda_horse_warms_up_with_convolutions_and_matrix_products_a_cpu_horse_with_the_add():
+def test_a_cuda_model_process_warms_up_with_convolutions_and_matrix_products_a_cpu_one_with_add():
     cpu = replace(device_config("warm-up-test"), use_cuda=False)
     cuda = replace(cpu, use_cuda=True)
 
@@ -67,7 +66,7 @@ def test_a_gpu_warm_up_waits_for_another_workers_timing_on_the_device(
     key = device_lock_key(gpu_uuid=gpu.uuid)
     connection.delete(key, f"{key}:timers", f"{key}:scorers")
 
-    warm_up(task=None, device=cuda)  # what a first warm-up loads: the next one is quick
+    sandboxing.prepare_ahead(cuda)  # what a first warm-up loads: the next one is quick
     sandboxing.model_process(cuda).stop()
 
     held, release = threading.Event(), threading.Event()
@@ -86,7 +85,7 @@ def test_a_gpu_warm_up_waits_for_another_workers_timing_on_the_device(
     timer.start()
     assert held.wait(5)
     threading.Timer(1.0, let_go).start()
-    warm_up(task=None, device=cuda)
+    sandboxing.prepare_ahead(cuda)
     done = time.monotonic()
     sandboxing.model_process(cuda).stop()
     timer.join()
