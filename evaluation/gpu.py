@@ -4,8 +4,8 @@ NVML is the one GPU boundary the tests fake: every call goes through ``_nvml()``
 the initialised ``pynvml`` module (or raises when NVML cannot start). Every NVML error becomes
 "no GPU" plus a readable reason, or a missing field, never an exception for the caller: a
 library that is not installed, a driver that is not loaded, a query the GPU does not support, a
-GPU that fell off the bus. NVML does not initialise CUDA, so the parent worker process may call
-it safely before forking work horses.
+GPU that fell off the bus. NVML does not initialise CUDA, so the worker process may call it
+safely (it never initialises CUDA itself).
 """
 
 from __future__ import annotations

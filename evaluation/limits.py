@@ -1,16 +1,15 @@
-"""Containment of one evaluation inside its work horse: its time limit and its memory.
+"""Containment of one evaluation inside its process: its time limit and its memory.
 
 Time: a watchdog thread sets RunOptions.terminate at the deadline (see TimeLimit); while
-onnxruntime creates a session, which no RunOptions reaches, it ends the work horse instead
-(see process_deadline).
+onnxruntime creates a session, which no RunOptions reaches, the process is ended instead (the
+worker kills the model process at the deadline; ``oep check`` uses process_deadline).
 
 Memory: an address-space limit (RLIMIT_AS) on CPU. Without it a model such as
 ConstantOfShape([100000, 100000]) asks for memory the kernel happily overcommits, fills it page by
 page and brings the OOM killer down on whatever process is largest, possibly not ours. Under the
 limit the allocation itself fails, onnxruntime reports it, and the submission fails with a plain
-message while the machine carries on. The limit is on *added* address space: the horse starts as a
-fork of the worker and already maps Python, Django, numpy and onnxruntime, none of the model's
-doing.
+message while the machine carries on. The limit is on *added* address space: the process already
+maps Python, numpy and onnxruntime, none of the model's doing.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from typing import NamedTuple
 
 import onnxruntime as ort
 
-EXIT_DEADLINE = 3  # exit status of a work horse ended by process_deadline
+EXIT_DEADLINE = 3  # exit status of a process ended by process_deadline
 
 
 def address_space_bytes() -> int:
@@ -59,7 +58,7 @@ def added_memory_limit(limit_bytes: int | None) -> Iterator[int | None]:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-# Said after the limit when session creation overran (the work horse, and ``oep check`` locally).
+# Said after the limit when session creation overran (the worker, and ``oep check`` locally).
 LOADING = " while onnxruntime was loading and optimising the model"
 
 
@@ -111,7 +110,7 @@ _watchdog_thread: _WatchdogThread | None = None
 
 def _forget_watchdog_thread() -> None:
     global _watchdog_thread
-    _watchdog_thread = None  # a forked child (the work horse) inherits the object, not the thread
+    _watchdog_thread = None  # a forked child inherits the object, not the thread
 
 
 os.register_at_fork(after_in_child=_forget_watchdog_thread)
@@ -174,7 +173,7 @@ def process_deadline(limit_s: float, on_expiry: Callable[[], None]) -> Iterator[
     For work that no RunOptions reaches: onnxruntime creating and optimising a session can run
     for minutes in C++ (constant folding a large graph). At the deadline the watchdog thread calls
     ``on_expiry`` (record the failure) and then ``os._exit``, whatever ``on_expiry`` did. Only for
-    a process that may die: the work horse, forked for one job.
+    a process that may die, run for one check.
     """
 
     def expire() -> None:

@@ -39,9 +39,8 @@ from evaluation.timing import (
 if TYPE_CHECKING:  # the onnx package it needs is no import of a model process's at its start
     from evaluation.costs import StaticCosts
 
-# numpy.ma and numpy.random load lazily, on the first np.percentile of a process. The worker
-# parent imports this module, so importing them here means each forked work horse inherits them
-# instead of importing them again for every job.
+# numpy.ma and numpy.random load lazily, on the first np.percentile of a process: loaded with
+# this module, at a worker's start rather than in its first job.
 
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
@@ -111,7 +110,7 @@ class DeviceConfig:
     graph_optimization: str = "all"
     warmup_runs: int = 2
     device_name: str = "CPU"
-    # Address space one CPU evaluation may add to its work horse (RLIMIT_AS, applied by the job);
+    # Address space one CPU evaluation may add to its model process (RLIMIT_AS, applied there);
     # None when unlimited or on CUDA, whose driver maps far more virtual memory than it uses.
     cpu_memory_limit_bytes: int | None = None
 
@@ -123,9 +122,9 @@ class DeviceConfig:
         options.intra_op_num_threads = self.intra_op_threads
         options.inter_op_num_threads = self.inter_op_threads
         options.log_severity_level = 3
-        # onnxruntime's intra-op threads spin (busy-wait) after their work by default. In a work
-        # horse they then burn the cores its own Python work, its database and Redis round trips
-        # and the other workers' horses need, and a small model's job took measurably longer
+        # onnxruntime's intra-op threads spin (busy-wait) after their work by default. They then
+        # burn the cores the worker's own Python work, its database and Redis round trips and
+        # the other workers' model processes need, and a small model's job took measurably longer
         # (docs/benchmarks-history.md). Off, they sleep when idle.
         options.add_session_config_entry(
             "session.intra_op.allow_spinning", "1" if self.intra_op_spinning else "0"

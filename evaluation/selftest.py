@@ -5,8 +5,9 @@ be loaded, and then quietly runs the session on CPU; the reason is only in its l
 creates a tiny model's session with the CUDA provider first, reads ``session.get_providers()``,
 runs it once, and keeps onnxruntime's own log lines (warning level and up) as the explanation.
 
-It runs in a forked child: the worker parent must never initialise CUDA (its work horses are
-forked from it), and the child's stderr, where onnxruntime's C++ logger writes, can be captured.
+It runs in a forked child: the worker must never initialise CUDA itself (a CUDA context does not
+survive a fork, and the worker stays small), and the child's stderr, where onnxruntime's C++
+logger writes, can be captured.
 """
 
 from __future__ import annotations

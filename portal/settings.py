@@ -121,7 +121,7 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Work horses are separate processes: the test database must be a file they can open too,
+    # Workers are separate processes: the test database must be a file they can open too,
     # and they wait for each other's writes instead of failing with "database is locked".
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
     # IMMEDIATE: a transaction takes the write lock when it begins, so two processes never
@@ -347,14 +347,14 @@ EVAL_CUDNN_CONV_ALGO_SEARCH = env_choice(
 EVAL_CUDA_TF32 = env_bool("EVAL_CUDA_TF32", False)
 EVAL_INTRA_OP_THREADS = env_int("EVAL_INTRA_OP_THREADS", 0, minimum=0)
 # onnxruntime's intra-op threads busy-wait after their work by default; off here, so an idle
-# thread pool leaves the CPU to the horse's own work and to other workers (runner.DeviceConfig).
+# thread pool leaves the CPU to the worker's own work and to other workers (runner.DeviceConfig).
 EVAL_INTRA_OP_SPINNING = env_bool("EVAL_INTRA_OP_SPINNING", False)
 EVAL_INTER_OP_THREADS = env_int("EVAL_INTER_OP_THREADS", 1, minimum=1)
 EVAL_GRAPH_OPTIMIZATION = env_choice(
     "EVAL_GRAPH_OPTIMIZATION", "all", ("disabled", "basic", "extended", "all")
 )
 EVAL_WARMUP_RUNS = env_int("EVAL_WARMUP_RUNS", 2, minimum=0)
-# Address space (MB) one CPU evaluation may add to its work horse, enforced with RLIMIT_AS; 0 = off.
+# Address space (MB) one CPU evaluation may add to its model process (RLIMIT_AS); 0 = off.
 EVAL_CPU_MEMORY_LIMIT_MB = env_int("EVAL_CPU_MEMORY_LIMIT_MB", 4096, minimum=0)
 
 # GPU memory one worker process holds outside gpu_mem_limit (CUDA context, cuDNN and cuBLAS
@@ -395,7 +395,7 @@ EVAL_TIMING_MAX_TIME_S = env_float("EVAL_TIMING_MAX_TIME_S", 10.0, low=0.001, hi
 EVAL_TIMING_PASSES = env_int("EVAL_TIMING_PASSES", 5, minimum=1)
 EVAL_TIMING_UNSTABLE_SPREAD = env_float("EVAL_TIMING_UNSTABLE_SPREAD", 0.05, low=0.0001, high=10.0)
 # How long a worker waits for the device's timing lock before it times without exclusivity (the
-# result says so), and the lock's TTL: a work horse killed while timing frees it this fast.
+# result says so), and the lock's TTL: a model process killed while timing frees it this fast.
 EVAL_TIMING_LOCK_WAIT_S = env_float("EVAL_TIMING_LOCK_WAIT_S", 60.0, low=0.0, high=3600.0)
 EVAL_TIMING_LOCK_TTL_S = env_float("EVAL_TIMING_LOCK_TTL_S", 5.0, low=0.3, high=600.0)
 

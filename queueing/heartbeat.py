@@ -63,7 +63,7 @@ class WorkerState:
     host: str
     pid: int
     state: str  # "idle", "busy" or "stopped"
-    device: str  # "cuda" or "cpu": what a work horse of this worker would use
+    device: str  # "cuda" or "cpu": what a model process of this worker would use
     started_at: float
     last_heartbeat: float = 0.0
     submission_id: int | None = None

@@ -55,8 +55,8 @@ def queue_redis(name: str) -> Redis:
     client is safe to inherit.
     """
     config: dict[str, Any] = settings.RQ_QUEUES[name]
-    # Queues on the same server share the client (a work horse used to open one connection for
-    # its job and another for its notification); their rq defaults are not the connection's.
+    # Queues on the same server share the client (one connection for a job and its
+    # notification); their rq defaults are not the connection's.
     # Keyed by the settings, not the name: tests may point the setting at another database.
     key = repr(sorted((k, v) for k, v in config.items() if k not in _NOT_CONNECTION))
     connection = _connections.get(key)

@@ -6,10 +6,11 @@ fastest first unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``. So the worker makes CUDA 
 GPU, by UUID when one is configured (``CUDA_VISIBLE_DEVICES=GPU-...``, which CUDA accepts as a
 device name) or by the NVML index in PCI bus order, and every session then uses CUDA ordinal 0.
 This must happen before anything initialises CUDA: the worker parent never does, so it sets the
-environment at start and every work horse and self-test child inherits it.
+environment at start and every model process and self-test child inherits it.
 
-``choose_device`` says whether a worker's horses use CUDA, from the configured mode, whether
-onnxruntime has the CUDA provider, what NVML found, and the CUDA self-test (evaluation/selftest.py).
+``choose_device`` says whether a worker's model processes use CUDA, from the configured mode,
+whether onnxruntime has the CUDA provider, what NVML found, and the CUDA self-test
+(evaluation/selftest.py).
 """
 
 from __future__ import annotations
@@ -27,9 +28,8 @@ from django.core.exceptions import ImproperlyConfigured
 from evaluation.gpu import GpuInfo, gpu_info
 from evaluation.runner import CUDA, DeviceConfig
 
-# The worker parent imports this module, so importing pynvml here means every forked work horse
-# inherits it instead of importing it again for each job. Importing the module neither
-# initialises NVML nor touches CUDA.
+# Imported with this module, at the worker's start rather than in its first job. Importing the
+# module neither initialises NVML nor touches CUDA.
 with contextlib.suppress(ImportError):
     import pynvml  # noqa: F401
 
@@ -116,7 +116,7 @@ def choose_device(
     return DeviceChoice(use_cuda=True, memory_share=memory_share(gpu))
 
 
-# Set by the worker parent after its CUDA self-test; its horses inherit it through fork().
+# Set by the worker after its CUDA self-test, read by its jobs.
 _selftest_problem: str | None = None
 
 

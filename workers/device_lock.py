@@ -16,7 +16,7 @@ The order of steps makes the two sides see each other: a scorer registers and lo
 in one MULTI, a timer announces itself before it takes the lock and takes the lock before it
 looks for scorers. Then it waits (at most what is left of its wait) until the scorers have
 finished their batch in flight and stepped aside. Every claim is a lease of ``ttl_s`` that the
-live process renews, so a work horse killed by ``kill -9`` (no ``finally``) holds nobody up for
+live process renews, so a worker killed by ``kill -9`` (no ``finally``) holds nobody up for
 longer than ``ttl_s``.
 
 When the lock, or the scorers' stepping aside, cannot be had within the task's wait, the model is

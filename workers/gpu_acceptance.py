@@ -16,7 +16,7 @@ EVAL_GPU_MEMORY_FRACTION). Each check passes, fails, or is skipped with the reas
 - ``sandbox``: the digits model in a confined model process (docs/security.md), as a worker runs
   it, on CUDA with the predictions of a session made here; the detail lists its protections.
 
-This process may initialise CUDA: it is not a worker and forks no work horses.
+This process may initialise CUDA: it is not a worker.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ phase's turn, which gives way to other workers' timings), the device's condition
 and the model process's peak memory.
 
 Peak memory is the evaluation's own, measured in the model's process (``evaluation.sandbox``)
-by the work horse:
+by the worker's job:
 
 - CPU: that process's resident-set high-water mark (VmHWM), reset through its clear_refs just
   before the session is created, minus its resident set at that moment; so neither onnxruntime's
@@ -77,9 +77,8 @@ class CpuPeak:
 
 @functools.cache
 def cpu_facts() -> dict[str, Any]:
-    """The host's CPU, read once per process: the worker reads it at start, so the work horses
-    it forks have it (``platform.processor()`` runs ``uname -p`` in a subprocess, which every
-    horse paid at its start when each asked again). Callers copy it before adding to it."""
+    """The host's CPU, read once per process (``platform.processor()`` runs ``uname -p`` in a
+    subprocess): the worker reads it at start. Callers copy it before adding to it."""
     model = platform.processor()
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
         names = [line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")]

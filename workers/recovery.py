@@ -7,10 +7,10 @@ truth; Redis is checked against it:
 - a ``queued`` submission whose job is missing from Redis (Redis lost, flushed, or the job ended
   without starting it), or that never got a job (Redis was down at upload time; given a few
   seconds, since uploads are enqueued just after their commit), is enqueued again. A duplicate
-  job is harmless: only one horse can move the submission from queued to running, the other
+  job is harmless: only one job can move the submission from queued to running, the other
   finds it "not queued" and does nothing;
 - a ``running`` submission that no online worker claims in its heartbeat, continuously for
-  ``EVAL_HEARTBEAT_STALE_S``, lost its worker or work horse: ``submission_retry_or_fail`` (the
+  ``EVAL_HEARTBEAT_STALE_S``, lost its worker: ``submission_retry_or_fail`` (the
   one retry rule, in submissions/lifecycle/services.py) runs it once more or fails it. The wait is
   measured
   by recovery itself (first seen unclaimed → still unclaimed later), so a Redis that just lost every

@@ -41,7 +41,7 @@ def device_paths(device: DeviceConfig) -> tuple[str, ...]:
 
 def scratch_root(device: DeviceConfig) -> Path:
     """Where this worker's model processes get their scratch directories: one folder per worker,
-    which it empties when it starts and stops (a horse killed outright leaves its model
+    which it empties when it starts and stops (a worker killed outright leaves its model
     process's behind)."""
     return Path(tempfile.gettempdir()) / f"portal-models-{device.worker_name}"
 

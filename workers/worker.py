@@ -381,7 +381,8 @@ class EvaluationWorker(SimpleWorker):
 
     def kill_horse(self, sig: Any = None) -> None:
         """rq's stop of a running job (a cancel, sent by ``services.submission_cancel``): kill
-        the job's model process, as rq kills a forked horse; the job sees it die and ends."""
+        the job's model process, the one process a job has besides the worker; the job sees it
+        die and ends."""
         sandboxing.kill_running()
 
     def register_death(self) -> None:

@@ -221,8 +221,8 @@ class _PlannedJob:
 
 
 def job_timeout_s(*, time_limit_s: int, timing: TimingProtocol) -> int:
-    """The rq timeout of an evaluation: the sum of the bounds of its phases, so that rq's kill
-    only ever ends a horse that overran one of them. Session creation and scoring are bounded by
+    """The rq timeout of an evaluation: the sum of the bounds of its phases, so that rq only
+    ever ends a job that overran one of them. Session creation and scoring are bounded by
     the task's time limit each, and scoring gives way to other workers' timings for at most the
     limit again (evaluation/runner.py, GiveWay); then the wait for the device's timing lock and
     the timing itself (the task's protocol); then the margin for loading and saving."""
@@ -413,7 +413,7 @@ class RetryCause:
 
 
 MAX_ATTEMPTS = 2
-# The work horse died while its worker lived: the kernel's OOM killer or a crash inside an
+# The model process died while its worker lived: the kernel's OOM killer or a crash inside an
 # operator, both caused by this model at this batch shape, so the final failure counts.
 HORSE_DIED = RetryCause(
     log_line="the evaluation process died",
@@ -516,10 +516,10 @@ def dataset_version_path(version: DatasetVersion) -> Path:
 
 
 def _stop_job(job_id: str) -> None:
-    """Best effort: take the job off the queue, or tell its worker to kill the work horse.
+    """Best effort: take the job off the queue, or tell its worker to kill the model process.
 
     With Redis down the cancel stands all the same: a job that runs later finds its submission
-    not queued, and a running horse cannot write its result over "cancelled".
+    not queued, and a running job cannot write its result over "cancelled".
     """
     if not job_id:
         return
@@ -541,7 +541,7 @@ def _stop_job(job_id: str) -> None:
 def submission_cancel(*, submission_id: int, user: Any) -> bool:
     """queued/running → cancelled, by its owner or staff. Idempotent: False when nothing changed.
 
-    The status changes first, so a work horse that finishes anyway cannot write its result.
+    The status changes first, so a job that finishes anyway cannot write its result.
     """
     submissions = Submission.objects.filter(
         pk=submission_id, status__in=[Status.QUEUED, Status.RUNNING]

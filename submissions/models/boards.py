@@ -108,9 +108,9 @@ class LeaderboardRecord(models.Model):
 class LeaderboardPending(models.Model):
     """A result whose board refresh has not run yet. Written in the result's own transaction, so
     the submitter sees their score at once; deleted by the refresh that covers it
-    (``leaderboard.leaderboard_drain``), which the result's work horse runs right after its
-    commit, another horse of the same task runs for it meanwhile, or recovery runs when the
-    process died in between."""
+    (``leaderboard.leaderboard_drain``), which the result's worker runs at the end of its job,
+    another worker of the same task runs for it meanwhile, or recovery runs when the process
+    died in between."""
 
     task = models.ForeignKey("submissions.Task", on_delete=models.CASCADE, related_name="+")
     submission = models.ForeignKey(

@@ -95,7 +95,7 @@ def _job_pending(queue: Queue, job_id: str) -> bool:
 def notification_enqueue(*, notification_id: int, new: bool = False) -> bool:
     """Put the notification's dispatch job on the notifications queue, unless it is already
     waiting there (not asked for a ``new`` row, just committed: every evaluation records one,
-    and the look cost a work horse a round trip). The job goes in one MULTI/EXEC.
+    and the look cost the worker a round trip). The job goes in one MULTI/EXEC.
     Raises RedisError when Redis is down."""
     queue = _queue()
     job_id = f"notification-{notification_id}"

@@ -3,7 +3,7 @@
 Datasets are large and read by every evaluation, so a worker host keeps one copy on local disk.
 The copy is named after the stored object's version (its S3 ETag), so a dataset the operator
 replaces in the bucket under the same name is fetched again instead of being scored against a
-stale copy. Several work horses (and several worker containers sharing the cache volume) may ask
+stale copy. Several workers (and several worker containers sharing the cache volume) may ask
 for the same file at once: a file lock lets one of them download while the others wait, and the
 copy appears under its final name only once complete (write to a unique temporary name, then an
 atomic rename), so nobody ever reads a half-written file.
