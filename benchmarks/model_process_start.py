@@ -57,9 +57,7 @@ def main(argv: list[str] | None = None) -> None:
         cpus.append(statistics.median(s[1] for s in samples))
     print(f"| {where}: model process start to ready | median of round medians | rounds |")
     print("|---|---|---|")
-    print(
-        f"| wall | {statistics.median(walls):.1f} ms | {', '.join(f'{m:.1f}' for m in walls)} |"
-    )
+    print(f"| wall | {statistics.median(walls):.1f} ms | {', '.join(f'{m:.1f}' for m in walls)} |")
     print(f"| CPU | {statistics.median(cpus):.1f} ms | {', '.join(f'{m:.1f}' for m in cpus)} |")
     print(
         f"\nload average {load_before:.2f} → {os.getloadavg()[0]:.2f}; "
