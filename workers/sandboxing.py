@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from django.conf import settings
+from rq.exceptions import StopRequested
 
 from evaluation.confine import Protections, default_read_paths, probe
 from evaluation.runner import DeviceConfig
@@ -74,7 +75,8 @@ def start_ahead(device: DeviceConfig) -> None:
 def prepare_ahead(device: DeviceConfig) -> None:
     """While the worker is idle: its next model process started and warmed up (onnxruntime's
     set-up, and on a GPU the CUDA context, cuBLAS and cuDNN), so the job does not wait for
-    them. Nothing here may stop the worker: a step that fails is done again when the job runs."""
+    them. Nothing here may stop the worker but a stop request: a step that fails is done again
+    when the job runs."""
     try:
         start_ahead(device)
         with _turn_on_device(device) as turn:
@@ -82,6 +84,9 @@ def prepare_ahead(device: DeviceConfig) -> None:
                 turn.give_way(settings.EVAL_TIMING_LOCK_WAIT_S)
             if _spare is not None:
                 _spare[1].wait_ready()
+    except StopRequested:  # rq's signal handler: the worker was asked to stop meanwhile
+        stop_spare()
+        raise
     except Exception as exc:
         log.warning("model process not started ahead (%s)", exc)
         stop_spare()

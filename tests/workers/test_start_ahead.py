@@ -11,7 +11,9 @@ from typing import Any
 import psutil
 import pytest
 from django.db import connection
+from rq.exceptions import StopRequested
 
+from evaluation.sandbox import ModelProcess
 from queueing import heartbeat
 from submissions.lifecycle import services
 from submissions.models import Submission
@@ -25,6 +27,8 @@ from tests.workers.fleet_support import (
     submit,
     wait_for,
 )
+from workers import sandboxing
+from workers.device import device_config
 from workers.worker import EvaluationWorker
 
 _ = start_worker  # a fixture, used by name
@@ -141,3 +145,25 @@ def test_the_worker_is_shown_busy_with_a_submission_before_its_job_claims_it(
     first_of_each = {sid: claimed for sid, claimed in reversed(busy)}
     assert set(first_of_each.values()) == {0}  # announced before its claim
     assert published[-1][0] == "stopped"
+
+
+def test_a_stop_request_while_the_next_model_process_warms_up_stops_the_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """rq's handler raises StopRequested wherever an idle worker is, the warm-up included: it
+    goes through (the worker stops), and the half-started model process is stopped with it."""
+    started: list[ModelProcess] = []
+    real_wait_ready = ModelProcess.wait_ready
+
+    def asked_to_stop(self: ModelProcess, *args: Any, **kwargs: Any) -> Any:
+        started.append(self)
+        raise StopRequested()
+
+    monkeypatch.setattr(ModelProcess, "wait_ready", asked_to_stop)
+    with pytest.raises(StopRequested):
+        sandboxing.prepare_ahead(device_config("stopping"))
+    assert len(started) == 1 and not started[0].alive()
+    monkeypatch.setattr(ModelProcess, "wait_ready", real_wait_ready)
+    assert sandboxing.running_pid() is None
+    sandboxing.prepare_ahead(device_config("stopping"))  # the next start is a fresh one
+    sandboxing.stop_spare()
