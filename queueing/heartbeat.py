@@ -68,7 +68,7 @@ class WorkerState:
     last_heartbeat: float = 0.0
     submission_id: int | None = None
     busy_since: float | None = None
-    horse_pid: int | None = None
+    horse_pid: int | None = None  # the running job's model process
     jobs_done: int = 0
     jobs_failed: int = 0
     memory_share: int | None = None  # bytes of GPU memory this worker may use
