@@ -51,7 +51,7 @@ class WorkerCard:
     history: list[dict[str, Any]] = field(default_factory=list)
     host: str = ""  # staff only
     pid: int | None = None  # staff only
-    horse_pid: int | None = None  # staff only: the running model process (the name is kept for API clients)
+    horse_pid: int | None = None  # staff only: the running model process (name kept for clients)
     cuda_problem: str = ""  # why this worker does not use CUDA (its start-up self-test failed)
     sandbox: dict[str, Any] | None = None  # its model processes' protections (docs/security.md)
 
