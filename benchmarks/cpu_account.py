@@ -83,14 +83,14 @@ def host_busy_s() -> float:
 
 
 def snapshot(worker_pids: Iterable[int]) -> dict[str, float | None]:
-    """CPU seconds by process group, and the workers' and their horses' minor faults so far."""
+    """CPU seconds by process group, and the workers' and their children's minor faults so far."""
     pids = list(worker_pids)
     return {
         "this process": time.process_time(),
         "workers": sum(process_cpu_s(p, reaped_children=True) for p in pids),
         "workers' own": sum(process_cpu_s(p, reaped_children=False) for p in pids),
         "workers' own faults": sum(minor_faults(p) for p in pids),
-        "horses' faults": sum(minor_faults(p, reaped_children=True) for p in pids),
+        "children's faults": sum(minor_faults(p, reaped_children=True) for p in pids),
         "PostgreSQL": server_cpu_s("postgres"),
         "Redis": server_cpu_s("redis-server"),
         "host": host_busy_s(),

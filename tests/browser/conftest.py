@@ -30,8 +30,8 @@ def browser() -> Iterator[Any]:
 
     # Playwright's sync API runs an event loop in this thread, and Django refuses ORM calls
     # where a loop runs. The test code itself is synchronous, so the check does not apply.
-    # Both end with this module: later tests fork work horses from this process, and one of
-    # them failed with a shared-connection error ("no results to fetch") while they lingered.
+    # Both end with this module: a later test whose worker ran in this process failed with a
+    # shared-connection error ("no results to fetch") while they lingered.
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     try:

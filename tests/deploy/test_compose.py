@@ -53,7 +53,7 @@ def _variables_read_by_the_code() -> set[str]:
             text = path.read_text()
             names |= set(re.findall(r"\benv_\w+\(\s*[\"']([A-Z][A-Z0-9_]*)[\"']", text))
             names |= set(re.findall(r"os\.environ\.get\(\s*[\"']([A-Z][A-Z0-9_]*)[\"']", text))
-            # os.environ["X"] read, not assigned (a work horse sets rq's RQ_JOB_ID for itself)
+            # os.environ["X"] read, not assigned (rq sets RQ_JOB_ID for itself)
             names |= set(
                 re.findall(r"os\.environ\[\s*[\"']([A-Z][A-Z0-9_]*)[\"']\s*\](?!\s*=[^=])", text)
             )
@@ -176,7 +176,7 @@ def _seconds(duration: str) -> int:
 
 
 def test_a_stopping_worker_may_finish_the_longest_default_job(services: dict[str, Any]) -> None:
-    # rq waits 60 s past a job's timeout before killing its horse; compose must wait as long.
+    # a stopping worker finishes its job first, then stops; compose must wait as long.
     from evaluation.timing import TimingProtocol
     from submissions.lifecycle.services import STOP_MARGIN_S, job_timeout_s
     from submissions.models import Task

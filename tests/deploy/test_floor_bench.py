@@ -82,16 +82,16 @@ def test_a_short_floor_run_scores_every_model_on_both_sides(
     assert latency["upload_cpu"] > 0 and 0 < latency["upload"] < latency["ours"]
     assert burst["ours"] > 0 and burst["floor"] > 0
     assert queued["ours"] > 0 and queued["floor"] > 0
-    # The burst's CPU by process group: both sides' workers (and their horses) did the scoring,
+    # The burst's CPU by process group: both sides' workers (and their children) did the scoring,
     # the uploads ran in this process, and PostgreSQL worked for ours only.
     for side in ("ours", "floor"):
         cpu = burst["cpu"][side]
         assert cpu["workers"] > cpu["workers' own"] > 0 and cpu["this process"] > 0
-        # Not host >= horses: a horse's CPU counts once it is reaped, with that of the model
-        # process it started while idle, before the burst (and its host time) began.
+        # Not host >= children: a child's CPU counts once it is reaped, a model process started
+        # while idle, before the burst (and its host time) began, included.
         assert cpu["host"] > 0
-        assert cpu["workers' own faults"] > 0  # each fork write-protects the worker's pages
-        assert cpu["horses' faults"] > 0  # ... and the horse's first writes copy them
+        assert cpu["workers' own faults"] > 0
+        assert cpu["children's faults"] > 0  # of the reaped children
     if burst["cpu"]["ours"]["PostgreSQL"] is not None:  # its server runs on this host
         assert burst["cpu"]["ours"]["PostgreSQL"] > 0
     assert [row["workload"].split(",")[0] for row in result["runner"]] == [

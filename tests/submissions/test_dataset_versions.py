@@ -209,7 +209,7 @@ def test_a_real_worker_re_scores_on_the_new_version_and_the_board_follows(
 
 
 def started_submission(task: Task, user: Any) -> Submission:
-    """A submission of ``task`` as a job starts it: its task row read then, as a horse gets it."""
+    """A submission of ``task`` as a job starts it: its task row read then."""
     pending = Submission.objects.create(
         task=task, user=user, sha256="0" * 64, size_bytes=1, original_name="m.onnx"
     )
@@ -251,7 +251,7 @@ def test_the_cache_serves_the_version_asked_for_and_refuses_changed_bytes(
 
 
 def _count_reads(monkeypatch: pytest.MonkeyPatch, log: Path) -> None:
-    """Each read of a dataset file appends its process's id to ``log`` (horses included)."""
+    """Each read of a dataset file appends its process's id to ``log``."""
     read = jobs._read_dataset
 
     def counted(task: Task) -> Any:

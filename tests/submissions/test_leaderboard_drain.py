@@ -118,7 +118,7 @@ def test_a_result_that_finds_the_drain_taken_is_refreshed_by_the_process_holding
     first, second = running(task, alice), running(task, bob)
     covered: list[int] = []
 
-    def first_result() -> None:  # its own connection: another work horse
+    def first_result() -> None:  # its own connection: another worker
         try:
             covered.append(int(submission_succeed(submission_id=first.pk, result=result(0.6))))
         finally:
@@ -177,18 +177,18 @@ def test_a_rebuild_covers_the_pending_results_and_forgets_them(make_task: Any, a
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_burst_of_results_is_refreshed_once_by_the_last_horse_of_the_queue(
+def test_a_burst_of_results_is_refreshed_once_by_the_last_job_of_the_queue(
     run_worker: Any, queue: Any, alice: Any, bob: Any, make_task: Any, monkeypatch: Any
 ) -> None:
-    """Each horse sees jobs still waiting and leaves its result (none is older than the lag,
-    set long here so the test does not depend on the machine's speed); the last horse finds the
+    """Each job sees jobs still waiting and leaves its result (none is older than the lag,
+    set long here so the test does not depend on the machine's speed); the last job finds the
     queue empty and refreshes all six results at once."""
     monkeypatch.setattr(jobs, "BOARD_LAG_S", 600.0)
     task = make_task(submissions_per_day=100, timing=QUICK_TIMING)
     submissions = [submit(user, task, fast_model()) for _ in range(3) for user in (alice, bob)]
     before = board_version(task_id=task.pk)
 
-    run_worker()  # one horse per job, in queue order
+    run_worker()  # one job after another, in queue order
 
     rows = [row(s) for s in submissions]
     assert [r.status for r in rows] == ["succeeded"] * 6, [r.error_message for r in rows]

@@ -131,7 +131,7 @@ def test_the_uploads_one_read_of_the_entrant_is_served_by_the_quota_index(
 def test_a_jobs_start_reads_the_task_with_all_its_evaluation_needs(
     alice: Any, make_task: Any, queue: Any, django_assert_num_queries: Any
 ) -> None:
-    """The other end of the upload: the work horse's first read brings the task's spec along
+    """The other end of the upload: the worker's first read brings the task's spec along
     (its device class included), so the evaluation asks the database nothing more before its
     result."""
     submission = upload(alice, make_task())

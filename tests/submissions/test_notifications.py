@@ -405,7 +405,7 @@ def test_every_enqueue_of_a_process_shares_one_redis_client() -> None:
     from submissions.notifications import services as notifications
 
     assert notifications._queue().connection is notifications._queue().connection
-    # The evaluation queue is on the same server: one client, so a work horse opens one
+    # The evaluation queue is on the same server: one client, so a worker opens one
     # connection for its job and its notification, not one each.
     assert notifications._queue().connection is evaluation_redis()
 

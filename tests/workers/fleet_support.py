@@ -220,7 +220,7 @@ def online_workers(queue: Any) -> dict[str, heartbeat.WorkerState]:
 
 
 def running_on(submission: Submission, worker: str, queue: Any) -> heartbeat.WorkerState | None:
-    """The worker's heartbeat once its horse is evaluating the submission (progress > 0)."""
+    """The worker's heartbeat once its job is evaluating the submission (progress > 0)."""
     current = row(submission)
     state = online_workers(queue).get(worker)
     if current.status == "running" and current.progress > 0 and state and state.horse_pid:

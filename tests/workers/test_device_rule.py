@@ -104,9 +104,9 @@ def test_a_worker_pinned_by_uuid_reads_runs_and_reports_that_one_gpu(
 
     worker.start_device()
 
-    assert os.environ["CUDA_VISIBLE_DEVICES"] == SECOND.uuid  # what the horses will inherit
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == SECOND.uuid  # what its model processes inherit
     assert os.environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
-    device = device_config("dev-worker")  # as the horse builds it
+    device = device_config("dev-worker")  # as its job builds it
     assert device.use_cuda and device.device_id == 0 and device.device_name == "NVIDIA L4"
     assert device.gpu_mem_limit == 12 * GIB  # half of the L4, not of the A40
     state = state_of(queue)
@@ -166,7 +166,7 @@ def test_with_auto_a_failed_self_test_makes_a_cpu_worker_that_says_why(
     state = state_of(queue)
     assert state.device == "cpu" and state.memory_share is None
     assert "libonnxruntime_providers_cuda.so could not be loaded" in state.cuda_problem
-    device = device_config("dev-worker")  # what the horse gets: CPU, with the CPU memory limit
+    device = device_config("dev-worker")  # what its job gets: CPU, with the CPU memory limit
     assert not device.use_cuda and device.cpu_memory_limit_bytes == 2048 * 1_048_576
     card = APIClient().get("/api/workers/").json()["workers"][0]
     assert card["device"] == "cpu" and card["cuda_problem"] == state.cuda_problem

@@ -52,7 +52,7 @@ def test_two_workers_drain_one_queue_without_evaluating_anything_twice(
     assert all(r.attempts == 1 for r in rows)  # each was started exactly once
     assert {r.worker_name for r in rows} == {"drain-a", "drain-b"}
 
-    def all_counted_and_idle() -> bool:  # a horse refreshes the board after its result
+    def all_counted_and_idle() -> bool:  # a job refreshes the board after its result
         states = online_workers(queue).values()
         return sum(s.jobs_done for s in states) == 16 and all(s.state == "idle" for s in states)
 
@@ -69,8 +69,8 @@ def test_a_worker_killed_mid_evaluation_has_its_submission_rerun_to_success(
         "kill-a evaluating", lambda: running_on(submission, "kill-a", queue), 90, [first]
     )
 
-    first.kill()  # kill -9 the worker process itself, not its work horse
-    wait_for("the orphaned horse to die with its worker", lambda: horse_gone(state.horse_pid), 10)
+    first.kill()  # kill -9 the worker process itself
+    wait_for("the orphaned model process to die with its worker", lambda: horse_gone(state.horse_pid), 10)
     assert row(submission).status == "running"  # nothing has noticed yet
     second = start_worker("kill-b")
 

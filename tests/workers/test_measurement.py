@@ -1,6 +1,6 @@
 """What a job measures around the runner: peak memory, the device's conditions, the timing lock.
 
-CPU paths run for real (a real work horse, real Redis); the GPU paths run against the fake NVML,
+CPU paths run for real (a real worker, real Redis); the GPU paths run against the fake NVML,
 the one faked boundary.
 """
 
@@ -65,7 +65,7 @@ def test_the_cpu_facts_are_read_once_per_process_and_each_measurement_adds_to_it
     settings.EVAL_DEVICE = "cpu"
     cpu_facts.cache_clear()
     EvaluationWorker([queue], connection=queue.connection, name="facts-test").start_device()
-    assert cpu_facts.cache_info().currsize == 1  # read by the worker, before any horse forks
+    assert cpu_facts.cache_info().currsize == 1  # read by the worker at start
     gpu_class = Measurement(DeviceConfig(), lock_wait_s=1, device_class="cpu-big")
     plain = Measurement(DeviceConfig(), lock_wait_s=1)
     assert cpu_facts.cache_info().misses == 1  # and never read again in the process
@@ -100,7 +100,7 @@ def cuda_device() -> DeviceConfig:
     return DeviceConfig(use_cuda=True, device_name="NVIDIA A40")
 
 
-def test_on_gpu_the_peak_is_the_largest_device_memory_nvml_reports_for_the_horse(
+def test_on_gpu_the_peak_is_the_largest_device_memory_nvml_reports_for_the_model_process(
     monkeypatch: Any, settings: Any
 ) -> None:
     settings.EVAL_GPU_UUID = ""
@@ -113,7 +113,7 @@ def test_on_gpu_the_peak_is_the_largest_device_memory_nvml_reports_for_the_horse
     gpu.processes = [(4242, 6 * GIB), (os.getpid(), 3 * GIB)]  # the arena grew while timing
     end = hooks.observe()
 
-    assert measured.peak_memory_bytes() == 3 * GIB  # the horse's own, not the other process's
+    assert measured.peak_memory_bytes() == 3 * GIB  # the model process's, not the other's
     assert start == {
         "sm_clock_mhz": 1740,
         "memory_clock_mhz": 7251,
@@ -132,7 +132,7 @@ def test_on_gpu_the_peak_is_the_largest_device_memory_nvml_reports_for_the_horse
     assert fake.shutdowns == 3  # every NVML session closed
 
 
-def test_on_gpu_a_horse_nvml_does_not_list_has_no_peak_rather_than_a_wrong_one(
+def test_on_gpu_a_model_process_nvml_does_not_list_has_no_peak_rather_than_a_wrong_one(
     monkeypatch: Any, settings: Any
 ) -> None:
     settings.EVAL_GPU_UUID = ""

@@ -97,7 +97,7 @@ def test_redis_killed_during_a_job_loses_nothing_and_the_worker_goes_on(
     wait_for("the slow model scoring", lambda: row(slow).progress > 0, 60, [worker])
 
     private_redis.kill()
-    time.sleep(3)  # several heartbeats fail while the horse evaluates
+    time.sleep(3)  # several heartbeats fail while the job evaluates
     private_redis.start()  # empty: the queue and the worker's registration are gone
 
     done = wait_for(

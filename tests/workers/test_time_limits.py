@@ -1,7 +1,7 @@
 """Time limits outside the watchdog's reach: session creation, and rq's own job timeout.
 
 The watchdog stops InferenceSession.run through RunOptions.terminate; nothing stops
-onnxruntime while it creates and optimises a session. There the work horse is ended at the
+onnxruntime while it creates and optimises a session. There the model process is ended at the
 task's own limit and the submission fails like any model over its limit: once, no retry.
 """
 
@@ -51,7 +51,7 @@ def test_a_model_that_hangs_while_its_session_is_created_fails_at_the_tasks_limi
 ) -> None:
     submission = submit(alice, make_task(time_limit_s=2), slow_to_load(matmuls=2000))
 
-    run_worker()  # a real worker: the horse it forks is ended at 2 s, not at the job timeout + 60 s
+    run_worker()  # a real worker: its model process is ended at 2 s, not at the job timeout
 
     failed = Submission.objects.get(pk=submission.pk)
     assert failed.status == "failed", failed.log
@@ -66,7 +66,7 @@ def test_a_model_that_hangs_while_its_session_is_created_fails_at_the_tasks_limi
 def test_rqs_own_job_timeout_is_a_time_limit_failure_not_an_error_on_our_side(
     alice: Any, make_task: Any, queue: Any
 ) -> None:
-    """rq raises JobTimeoutException in the horse once the job's timeout passes (SIGALRM, seen
+    """rq raises JobTimeoutException in the worker once the job's timeout passes (SIGALRM, seen
     when the run is back in Python between batches). Here rq's own death penalty, shortened."""
     submission = submit(alice, make_task(time_limit_s=60), slow_classifier(300_000))
 

@@ -77,13 +77,13 @@ def test_a_worker_killed_while_timing_frees_the_device_within_the_locks_ttl(
     wait_for("the long timing to hold the lock", lambda: queue.connection.exists(key), 60)
     assert 0 < queue.connection.pttl(key) <= 1000
     time.sleep(2.0)
-    assert queue.connection.exists(key)  # renewed past its TTL while the horse times
+    assert queue.connection.exists(key)  # renewed past its TTL while the job times
     holder = workers[row(timed).worker_name]
     waiting = submit(alice, quick, fast_model(2))
     wait_for("the other worker to score", lambda: row(waiting).status == "running", 60)
     time.sleep(1.0)  # now it waits for the device, scoring or for the lock
 
-    holder.kill()  # kill -9: its horse dies with it, no finally runs, nothing is released
+    holder.kill()  # kill -9: its model process dies with it, no finally runs, nothing is released
     killed_at = time.time()
 
     done = wait_for("the waiting one to finish", lambda: final(waiting), 60, [*workers.values()])
@@ -149,7 +149,7 @@ def test_a_worker_killed_while_scoring_holds_a_timing_no_longer_than_the_ttl(
     time.sleep(1.5)  # past the TTL: the timer is held by the live scorer's batch in flight
     assert queue.connection.zcard(scorers_key(KEY)) == 1
 
-    workers[row(scoring).worker_name].kill()  # kill -9, horse and all: nothing withdrawn
+    workers[row(scoring).worker_name].kill()  # kill -9, model process and all: nothing withdrawn
     killed_at = time.time()
 
     done = wait_for("the timing to finish", lambda: final(waiting), 60, everyone)

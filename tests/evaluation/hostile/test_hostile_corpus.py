@@ -1,4 +1,4 @@
-"""The hostile corpus end to end: API upload, real Redis, a real worker forking real work horses."""
+"""The hostile corpus end to end: API upload, real Redis, a real worker and its model processes."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_every_hostile_upload_gets_its_own_message_and_a_good_model_still_scores
     assert Submission.objects.count() == len(queued)  # refusals leave nothing behind
 
     # The rq job may run longer than the model's time limit: loading and scoring come on top,
-    # and rq must never kill a horse that the watchdog is about to stop cleanly.
+    # and rq must never end a job that the watchdog is about to stop cleanly.
     a_job = Job.fetch(Submission.objects.first().job_id, connection=queue.connection)
     assert a_job.timeout > TIME_LIMIT_S + 60
 

@@ -1,4 +1,4 @@
-"""A work horse killed mid-evaluation (what the OOM killer or a segfault does) is retried once,
+"""A model process killed mid-evaluation (what the OOM killer or a segfault does) is retried once,
 then failed with a plain message, and the same worker goes on to score the next submission."""
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ def children_of(pid: int) -> set[int]:
     return found
 
 
-class HorseKiller(threading.Thread):
-    """Sends SIGKILL to the work horse each time ``submission_id`` starts a new attempt."""
+class ModelProcessKiller(threading.Thread):
+    """Sends SIGKILL to the model process each time ``submission_id`` starts a new attempt."""
 
     def __init__(self, submission_id: int, attempts: int) -> None:
         super().__init__(daemon=True)
@@ -49,9 +49,9 @@ class HorseKiller(threading.Thread):
                     0
                 ]
                 if row["status"] == "running" and row["attempts"] == len(self.killed) + 1:
-                    horses = children_of(os.getpid()) - self.before
-                    if len(horses) == 1:  # the one work horse, mid-way through the endless Loop
-                        (pid,) = horses
+                    children = children_of(os.getpid()) - self.before
+                    if len(children) == 1:  # the model process, mid-way through the endless Loop
+                        (pid,) = children
                         os.kill(pid, signal.SIGKILL)
                         self.killed.append(pid)
                 time.sleep(0.05)
@@ -59,14 +59,14 @@ class HorseKiller(threading.Thread):
             connection.close()
 
 
-def test_killed_work_horse_is_retried_once_then_failed_and_the_worker_serves_on(
+def test_a_killed_model_process_is_retried_once_then_failed_and_the_worker_serves_on(
     alice: Any, make_task: Any, queue: Any, run_worker: Any
 ) -> None:
     task = make_task(time_limit_s=600, submissions_per_day=100)
     client = client_for(alice)
     doomed = upload(client, task.slug, endless_loop(), "doomed.onnx").json()
     good = upload(client, task.slug, linear_classifier(np.eye(64, 10), np.zeros(10))).json()
-    killer = HorseKiller(doomed["id"], attempts=2)
+    killer = ModelProcessKiller(doomed["id"], attempts=2)
     killer.start()
 
     run_worker()  # burst: doomed (killed) → good → doomed again (killed) → queue empty
@@ -80,11 +80,13 @@ def test_killed_work_horse_is_retried_once_then_failed_and_the_worker_serves_on(
         "The evaluation process was killed twice (out of memory or a crash inside the model's "
         "operators). Check the model's memory use at this task's batch shape."
     )
-    assert "attempt 1: the evaluation process died; retrying." in doomed_row.log
+    assert "attempt 1: the evaluation process died (while running the model: it was killed by" in (
+        doomed_row.log
+    )
     assert Submission.objects.get(pk=good["id"]).status == "succeeded"
     assert queue.count == 0
-    # The last job's horse died before any end of its own: its worker refreshed the board for
-    # every result left pending (the good one's, when the retry still waited after it).
+    # The last job's model process died: its worker refreshed the board for every result left
+    # pending (the good one's, when the retry still waited after it).
     assert not LeaderboardPending.objects.exists()
     assert [r.submission.pk for r in leaderboard(task=task)] == [good["id"]]
     assert leaderboard_differences(task_id=task.pk) == []
