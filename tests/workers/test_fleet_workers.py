@@ -70,7 +70,7 @@ def test_a_worker_killed_mid_evaluation_has_its_submission_rerun_to_success(
     )
 
     first.kill()  # kill -9 the worker process itself
-    wait_for("the orphaned model process to die with its worker", lambda: horse_gone(state.horse_pid), 10)
+    wait_for("the model process to die with its worker", lambda: horse_gone(state.horse_pid), 10)
     assert row(submission).status == "running"  # nothing has noticed yet
     second = start_worker("kill-b")
 
