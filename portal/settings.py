@@ -366,8 +366,8 @@ EVAL_CUDA_SELFTEST_TIMEOUT_S = env_float(
 )
 # Start the next job's model process while the worker is idle and let it warm up (onnxruntime,
 # and on a GPU the CUDA context, cuDNN and cuBLAS); it still runs one model and ends
-# (workers/sandboxing.py). EVAL_READY_HORSE is the setting's earlier name.
-EVAL_START_AHEAD = env_bool("EVAL_START_AHEAD", env_bool("EVAL_READY_HORSE", True))
+# (workers/sandboxing.py).
+EVAL_START_AHEAD = env_bool("EVAL_START_AHEAD", True)
 # The model's process (docs/security.md): the protections a worker must have to start (any of
 # no_new_privs, seccomp, landlock, netns, rlimits; empty: it starts with what the host offers
 # and shows it), its CPU time, and read-only paths it needs beyond Python's and the system's
