@@ -220,7 +220,9 @@ class TaskAdmin(admin.ModelAdmin):
     def dataset_summary(self, task: Task) -> str:
         if not task.pk or not task.dataset:
             return "Shown once a dataset is saved."
-        return dataset_summary_read(task.dataset, metric=task.metric)
+        return dataset_summary_read(
+            task.dataset, metric=task.metric, output_shape=list(task.output_shape or [])
+        )
 
     def save_model(self, request: HttpRequest, obj: Task, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)

@@ -172,21 +172,35 @@ class DatasetSummary:
     public: int
     private: int
     inputs: str  # e.g. "[1, 8, 8] float32"
-    targets: str  # "10 classes (labels 0..9)" or "per-sample [8, 8] float32"
+    # "1000 classes declared, 62 present (labels 22..997)" or "per-sample [8, 8] float32"
+    targets: str
 
     def __str__(self) -> str:
         split = f"{self.public} public, {self.private} private"
-        return f"{self.rows} rows ({split}); inputs {self.inputs}; targets {self.targets}."
+        return f"{self.rows} rows ({split}); inputs {self.inputs}; targets: {self.targets}."
 
 
-def dataset_summarize(arrays: dict[str, np.ndarray], *, metric: str) -> DatasetSummary:
+def _classes_described(targets: np.ndarray, *, declared: int) -> str:
+    """How many classes the task declares (its output shape) beside how many the labels use:
+    a 1000-class task whose test rows hold 62 labels must not read as a 62-class task."""
+    labels = np.unique(targets)
+    if not labels.size:
+        return f"{declared} classes declared, none present"
+    return (
+        f"{declared} classes declared, {len(labels)} present "
+        f"(labels {labels.min()}..{labels.max()})"
+    )
+
+
+def dataset_summarize(
+    arrays: dict[str, np.ndarray], *, metric: str, output_shape: list[int]
+) -> DatasetSummary:
     inputs, targets = arrays["inputs"], arrays["targets"]
     rows = len(inputs)
     split = arrays.get("split")
     public = rows if split is None else int((split.astype(str) == "public").sum())
-    if get_metric(metric).family == "classification" and targets.size:
-        labels = np.unique(targets)
-        described = f"{len(labels)} classes (labels {labels.min()}..{labels.max()})"
+    if get_metric(metric).family == "classification" and output_shape:
+        described = _classes_described(targets, declared=int(output_shape[-1]))
     else:
         described = f"per-sample {list(targets.shape[1:])} {targets.dtype}"
     return DatasetSummary(
@@ -194,11 +208,12 @@ def dataset_summarize(arrays: dict[str, np.ndarray], *, metric: str) -> DatasetS
     )
 
 
-def dataset_summary_read(file: Any, *, metric: str) -> str:
+def dataset_summary_read(file: Any, *, metric: str, output_shape: list[int]) -> str:
     """The summary of a stored dataset for the task's change page; a reason, never an error."""
     try:
         with file.open("rb") as stored:
-            return str(dataset_summarize(_load_npz(stored), metric=metric))
+            arrays = _load_npz(stored)
+            return str(dataset_summarize(arrays, metric=metric, output_shape=output_shape))
     except (ValidationError, OSError, KeyError, ValueError) as exc:
         return f"Could not read the dataset: {exc}"
 
@@ -223,7 +238,7 @@ def dataset_validate(
     _check_targets(arrays["targets"], rows=len(inputs), metric=metric, output_shape=output_shape)
     if "split" in arrays:
         _check_split(arrays["split"], rows=len(inputs))
-    return dataset_summarize(arrays, metric=metric)
+    return dataset_summarize(arrays, metric=metric, output_shape=output_shape)
 
 
 class _StoredFile:

@@ -146,8 +146,22 @@ def test_regression_and_depth_targets_are_checked_for_what_the_metric_needs(
 
 def test_the_dataset_summary_is_shown_after_upload_and_on_the_change_page(console: Client) -> None:
     response = console.post(ADD_TASK, task_form(digits_like(n=40)), follow=True)
-    summary = "40 rows (20 public, 20 private); inputs [1, 8, 8] float32; targets 10 classes"
+    summary = (
+        "40 rows (20 public, 20 private); inputs [1, 8, 8] float32; "
+        "targets: 10 classes declared, 10 present (labels 0..9)."
+    )
     assert summary in response.content.decode()  # the message after the save
+    task = Task.objects.get()
+    page = console.get(f"/admin/submissions/task/{task.pk}/change/").content.decode()
+    assert summary in page
+
+
+def test_the_summary_tells_declared_classes_from_those_present(console: Client) -> None:
+    arrays = digits_like(n=40)
+    arrays["targets"] = np.where(arrays["targets"] % 2 == 0, 22, 997).astype(np.int64)
+    response = console.post(ADD_TASK, task_form(arrays, output_shape="[1000]"), follow=True)
+    summary = "targets: 1000 classes declared, 2 present (labels 22..997)."
+    assert summary in response.content.decode()
     task = Task.objects.get()
     page = console.get(f"/admin/submissions/task/{task.pk}/change/").content.decode()
     assert summary in page
