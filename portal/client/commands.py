@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evaluation.sizes import mib_text
 from portal.client import display
 from portal.client.api import PortalApi, Refused, copy_stream
 from portal.client.config import config_load, config_save
@@ -83,7 +84,7 @@ def task(args: argparse.Namespace) -> int:
             ("Input", f"{t['batch_shape']} {t['input_dtype']} (batch {t['batch_size']})"),
             ("Output", f"{[t['batch_size'], *t['output_shape']]}"),
             ("Device", t["device_class"] + (" (GPU required)" if t["requires_gpu"] else "")),
-            ("Model size", f"up to {t['max_model_bytes'] / 1_000_000:.1f} MB"),
+            ("Model size", f"up to {mib_text(t['max_model_bytes'])}"),
             ("Time limit", f"{t['time_limit_s']:g} s"),
             ("Per day", t["submissions_per_day"]),
             ("In total", t["submissions_total"] or "no limit"),
@@ -206,7 +207,7 @@ def status(args: argparse.Namespace) -> int:
     pairs: list[tuple[str, Any]] = [
         ("Submission", s["id"]),
         ("Task", _task(s)),
-        ("File", f"{s['original_name']} ({s['size_bytes']} bytes)"),
+        ("File", f"{s['original_name']} ({mib_text(s['size_bytes'])})"),
         ("Status", s["status"] + (f" ({s['progress']:.0%})" if s["status"] == "running" else "")),
         ("Submitted", display.local_time(s["created_at"])),
         ("Finished", display.local_time(s["finished_at"])),

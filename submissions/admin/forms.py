@@ -1,6 +1,6 @@
 """The operator's task form: the dataset .npz is checked against the task before it is saved,
 so a task can never point workers at data they would fail on. Nothing typed into it can fail
-with a 500: shapes are parsed here (``ShapeField``), sizes are typed in MB, and a dataset that
+with a 500: shapes are parsed here (``ShapeField``), sizes are typed in MiB, and a dataset that
 was uploaded with a form that failed elsewhere is kept for the next attempt."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from evaluation.metrics import FAMILIES, get_metric
+from evaluation.sizes import MIB
 from submissions.admin.services import (
     dataset_pending_discard,
     dataset_pending_open,
@@ -27,7 +28,6 @@ from submissions.models import Task
 SPLIT_VALUES = {"public", "private"}
 MAX_DIMENSIONS = 8
 MAX_DIMENSION = 2**31 - 1  # what ONNX runtimes index with; a larger dimension is a typo
-MB = 1024 * 1024
 
 
 def _shown(value: Any) -> str:
@@ -307,12 +307,13 @@ class TaskAdminForm(forms.ModelForm):
         help_text="Per-sample output shape: [C] for C classes, e.g. [1000]; [H, W] for depth.",
     )
     max_model_mb = forms.DecimalField(
-        label="Max model size (MB)",
+        label="Max model size (MiB)",
         min_value=Decimal("0.01"),
         max_value=Decimal(1024 * 1024),
         decimal_places=2,
         initial=Decimal(200),
-        help_text="The largest .onnx file accepted, in MB (1 MB = 1,048,576 bytes).",
+        help_text="The largest .onnx file accepted, in MiB (1 MiB = 1,048,576 bytes); pages, "
+        "the API, oep and refusals state it in MiB too.",
     )
     # A dataset uploaded with a form that failed elsewhere, kept in storage for the next try.
     dataset_pending = forms.CharField(required=False, widget=forms.HiddenInput)
@@ -375,7 +376,7 @@ class TaskAdminForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         if cleaned.get("max_model_mb") is not None:
-            self.instance.max_model_bytes = int(cleaned["max_model_mb"] * MB)
+            self.instance.max_model_bytes = int(cleaned["max_model_mb"] * MIB)
         metric, output_shape = cleaned.get("metric"), cleaned.get("output_shape")
         classification = metric and get_metric(metric).family == "classification"
         if classification and output_shape and len(output_shape) != 1:
@@ -424,7 +425,9 @@ def _fresh_upload(upload: Any) -> bool:
 
 
 def _megabytes(size: int) -> Decimal:
-    return (Decimal(size) / MB).quantize(Decimal("0.01")).normalize()
+    value = (Decimal(size) / MIB).quantize(Decimal("0.01"))
+    # normalize() alone writes 400 as 4E+2, which the form would show the operator.
+    return value.quantize(Decimal(1)) if value == value.to_integral_value() else value.normalize()
 
 
 class AdminUploadForm(forms.Form):

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
 from evaluation.inspect import runtime_limits
+from evaluation.sizes import mib_text
 from submissions.models import Task
 
 # PyTorch's name for each input dtype a task may feed (evaluation/spec.py ONNX_TYPE_FOR_DTYPE).
@@ -54,7 +54,7 @@ def evaluation_facts(task: Task) -> list[tuple[str, str]]:
         ),
         (
             "Limits",
-            f"{filesizeformat(task.max_model_bytes)} per model · {task.time_limit_s} s per "
+            f"{mib_text(task.max_model_bytes)} per model · {task.time_limit_s} s per "
             f"evaluation · {task.submissions_per_day} submissions a day{total} · "
             f"{task.queued_per_user} queued at once",
         ),

@@ -1,5 +1,5 @@
 """An admin that cannot break (issue 14, item 6): whatever an operator types answers with a
-clear message and never a 500; sizes in MB; the target format per metric; a dataset summary;
+clear message and never a 500; sizes in MiB; the target format per metric; a dataset summary;
 the dataset kept across a failed form; result fields read-only; "Add submission" through the
 upload service; staff file links that work; no upload form on a closed task; baselines with a
 display name, each its own board row."""
@@ -104,14 +104,14 @@ def test_a_classification_output_is_one_dimension_of_classes(console: Client) ->
     assert "one score per class" in " ".join(errors["output_shape"])
 
 
-def test_the_max_model_size_is_typed_in_mb(console: Client) -> None:
+def test_the_max_model_size_is_typed_in_mib(console: Client) -> None:
     response = console.post(ADD_TASK, task_form(digits_like(n=40), max_model_mb="1.5"))
     assert response.status_code == 302
     task = Task.objects.get()
     assert task.max_model_bytes == int(1.5 * MB)
     page = console.get(f"/admin/submissions/task/{task.pk}/change/").content.decode()
     assert 'name="max_model_mb" value="1.5"' in page
-    assert "Max model size (MB)" in page
+    assert "Max model size (MiB)" in page
 
 
 @pytest.mark.parametrize(
