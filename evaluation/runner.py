@@ -617,12 +617,16 @@ def _score(
 ) -> tuple[dict[str, float], dict[str, float]]:
     try:
         public = (
-            compute_family(spec.metric, preds[data.public], data.targets[data.public])
+            compute_family(
+                spec.metric, preds[data.public], data.targets[data.public], spec.metric_options
+            )
             if data.public.any()
             else {}
         )
         private = (
-            compute_family(spec.metric, preds[~data.public], data.targets[~data.public])
+            compute_family(
+                spec.metric, preds[~data.public], data.targets[~data.public], spec.metric_options
+            )
             if (~data.public).any()
             else {}
         )

@@ -141,6 +141,7 @@ class TaskAdmin(admin.ModelAdmin):
                     "input_dtype",
                     "output_shape",
                     "metric",
+                    "metric_options",
                 ],
                 "description": "The dataset .npz needs 'inputs' [N, *input shape] of the input "
                 "dtype, 'targets' (what the metric reads: see the metric's help) and optionally "
@@ -221,7 +222,10 @@ class TaskAdmin(admin.ModelAdmin):
         if not task.pk or not task.dataset:
             return "Shown once a dataset is saved."
         return dataset_summary_read(
-            task.dataset, metric=task.metric, output_shape=list(task.output_shape or [])
+            task.dataset,
+            metric=task.metric,
+            output_shape=list(task.output_shape or []),
+            options=dict(task.metric_options or {}),
         )
 
     def save_model(self, request: HttpRequest, obj: Task, form: Any, change: bool) -> None:

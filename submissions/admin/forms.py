@@ -16,7 +16,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from evaluation.metrics import FAMILIES, get_metric
+from evaluation.metrics import get_metric, metric_choices, metric_families, options_resolve
 from evaluation.sizes import MIB
 from submissions.admin.services import (
     dataset_pending_discard,
@@ -92,13 +92,31 @@ TARGET_FORMATS = {
     "regression": "floats of shape [N, *output shape], all finite",
     "depth": "floats of shape [N, *output shape] (e.g. [N, H, W] for output [H, W]); only "
     "pixels whose target is positive and finite are scored (an image with none is skipped)",
+    "segmentation": "integer labels of shape [N, H, W] for output [C, H, W] (C class scores "
+    "per pixel), each in 0..C-1 or the ignore label",
+    "restoration": "images of shape [N, *output shape] (e.g. [N, 3, H, W]), all finite, white "
+    "at the data range",
 }
+# An installed package's metric reads what its package says.
+OTHER_TARGETS = "what the metric's package documents"
+
+
+def _options_help(family: str) -> str:
+    metric = get_metric(metric_families()[family][0])
+    if not metric.options:
+        return ""
+    listed = "; ".join(
+        f"{name} ({json.dumps(option.default)}): {option.help}"
+        for name, option in metric.options.items()
+    )
+    return f" Options: {listed}."
 
 
 def metric_help() -> str:
     lines = [
-        f"{family} ({', '.join(keys)}): 'targets' are {TARGET_FORMATS[family]}."
-        for family, keys in FAMILIES.items()
+        f"{family} ({', '.join(keys)}): 'targets' are "
+        f"{TARGET_FORMATS.get(family, OTHER_TARGETS)}.{_options_help(family)}"
+        for family, keys in metric_families().items()
     ]
     return " ".join(lines)
 
@@ -124,16 +142,54 @@ def _check_inputs(inputs: np.ndarray, *, input_shape: list[int], dtype: str) -> 
         raise ValidationError(f"'inputs' has dtype {inputs.dtype} but the task says {dtype}.")
 
 
-def _check_targets(targets: np.ndarray, *, rows: int, metric: str, output_shape: list[int]) -> None:
+def _ignore_label(metric: str, options: dict[str, Any]) -> int | None:
+    """The label a segmentation task does not score, else None."""
+    metric_ = get_metric(metric)
+    if metric_.family != "segmentation":
+        return None
+    return int(options_resolve(metric_, options)["ignore_index"])
+
+
+def _check_pixel_labels(targets: np.ndarray, *, output_shape: list[int], ignore: int) -> None:
+    if list(targets.shape[1:]) != [int(d) for d in output_shape[1:]]:
+        raise ValidationError(
+            f"'targets' has per-sample shape {list(targets.shape[1:])}; an output of "
+            f"{list(output_shape)} needs labels of {list(output_shape[1:])}."
+        )
+    if not np.issubdtype(targets.dtype, np.integer):
+        raise ValidationError(f"'targets' must be integer class labels, not {targets.dtype}.")
+    labels = targets[targets != ignore]
+    classes = int(output_shape[0])
+    if labels.size and (labels.min() < 0 or labels.max() >= classes):
+        raise ValidationError(
+            f"'targets' has labels outside 0..{classes - 1} other than the ignore label {ignore}."
+        )
+
+
+def _check_targets(
+    targets: np.ndarray,
+    *,
+    rows: int,
+    metric: str,
+    output_shape: list[int],
+    options: dict[str, Any],
+) -> None:
     if len(targets) != rows:
         raise ValidationError(f"'targets' has {len(targets)} rows but 'inputs' has {rows}.")
-    if get_metric(metric).family == "classification":
+    family = get_metric(metric).family
+    if family == "classification":
         if targets.ndim != 1 or not np.issubdtype(targets.dtype, np.integer):
             raise ValidationError("'targets' must be one integer class label per row.")
         classes = int(output_shape[-1]) if output_shape else 0
         if targets.size and (targets.min() < 0 or targets.max() >= classes):
             raise ValidationError(f"'targets' has labels outside 0..{classes - 1}.")
         return
+    if family == "segmentation":
+        ignore = _ignore_label(metric, options)
+        _check_pixel_labels(targets, output_shape=output_shape, ignore=int(ignore or 0))
+        return
+    if family not in TARGET_FORMATS:
+        return  # an installed package's metric checks its targets when it scores
     if list(targets.shape[1:]) != [int(d) for d in output_shape]:
         raise ValidationError(
             f"'targets' has per-sample shape {list(targets.shape[1:])} but the task's output "
@@ -142,11 +198,11 @@ def _check_targets(targets: np.ndarray, *, rows: int, metric: str, output_shape:
     if not np.issubdtype(targets.dtype, np.floating):
         raise ValidationError(f"'targets' must be floating point, not {targets.dtype}.")
     finite = np.isfinite(targets)
-    if get_metric(metric).family == "regression" and not finite.all():
+    if family in ("regression", "restoration") and not finite.all():
         raise ValidationError(
-            "'targets' contain NaN or infinite values; regression needs all finite."
+            f"'targets' contain NaN or infinite values; {family} needs all finite."
         )
-    if get_metric(metric).family == "depth" and not (finite & (targets > 0)).any():
+    if family == "depth" and not (finite & (targets > 0)).any():
         raise ValidationError("'targets' have no positive finite depth anywhere: nothing to score.")
 
 
@@ -193,14 +249,24 @@ def _classes_described(targets: np.ndarray, *, declared: int) -> str:
 
 
 def dataset_summarize(
-    arrays: dict[str, np.ndarray], *, metric: str, output_shape: list[int]
+    arrays: dict[str, np.ndarray],
+    *,
+    metric: str,
+    output_shape: list[int],
+    options: dict[str, Any] | None = None,
 ) -> DatasetSummary:
     inputs, targets = arrays["inputs"], arrays["targets"]
     rows = len(inputs)
     split = arrays.get("split")
     public = rows if split is None else int((split.astype(str) == "public").sum())
-    if get_metric(metric).family == "classification" and output_shape:
+    family = get_metric(metric).family
+    ignore = _ignore_label(metric, options or {})
+    if family == "classification" and output_shape:
         described = _classes_described(targets, declared=int(output_shape[-1]))
+    elif family == "segmentation" and output_shape:
+        labelled = targets[targets != ignore]
+        described = _classes_described(labelled, declared=int(output_shape[0]))
+        described += f" per pixel, label {ignore} not scored"
     else:
         described = f"per-sample {list(targets.shape[1:])} {targets.dtype}"
     return DatasetSummary(
@@ -208,18 +274,29 @@ def dataset_summarize(
     )
 
 
-def dataset_summary_read(file: Any, *, metric: str, output_shape: list[int]) -> str:
+def dataset_summary_read(
+    file: Any, *, metric: str, output_shape: list[int], options: dict[str, Any]
+) -> str:
     """The summary of a stored dataset for the task's change page; a reason, never an error."""
     try:
         with file.open("rb") as stored:
             arrays = _load_npz(stored)
-            return str(dataset_summarize(arrays, metric=metric, output_shape=output_shape))
+            summary = dataset_summarize(
+                arrays, metric=metric, output_shape=output_shape, options=options
+            )
+            return str(summary)
     except (ValidationError, OSError, KeyError, ValueError) as exc:
         return f"Could not read the dataset: {exc}"
 
 
 def dataset_validate(
-    upload: Any, *, input_shape: list[int], dtype: str, metric: str, output_shape: list[int]
+    upload: Any,
+    *,
+    input_shape: list[int],
+    dtype: str,
+    metric: str,
+    output_shape: list[int],
+    options: dict[str, Any] | None = None,
 ) -> DatasetSummary:
     """Check a task dataset against the task; returns its summary."""
     arrays = _load_npz(upload)
@@ -235,10 +312,16 @@ def dataset_validate(
     if inputs.ndim < 1 or len(inputs) == 0:
         raise ValidationError("'inputs' has no rows.")
     _check_inputs(inputs, input_shape=input_shape, dtype=dtype)
-    _check_targets(arrays["targets"], rows=len(inputs), metric=metric, output_shape=output_shape)
+    _check_targets(
+        arrays["targets"],
+        rows=len(inputs),
+        metric=metric,
+        output_shape=output_shape,
+        options=options or {},
+    )
     if "split" in arrays:
         _check_split(arrays["split"], rows=len(inputs))
-    return dataset_summarize(arrays, metric=metric, output_shape=output_shape)
+    return dataset_summarize(arrays, metric=metric, output_shape=output_shape, options=options)
 
 
 class _StoredFile:
@@ -331,6 +414,7 @@ class TaskAdminForm(forms.ModelForm):
             "input_dtype",
             "output_shape",
             "metric",
+            "metric_options",
             "time_limit_s",
             "submissions_per_day",
             "submissions_total",
@@ -356,6 +440,9 @@ class TaskAdminForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Read now, not when the class was made: a package installed since may add metrics.
+        metric: Any = self.fields["metric"]  # a ChoiceField (the model field has choices)
+        metric.choices = metric_choices()
         self.fields["metric"].help_text = metric_help()
         if self.instance.pk:
             self.fields["max_model_mb"].initial = _megabytes(self.instance.max_model_bytes)
@@ -377,15 +464,12 @@ class TaskAdminForm(forms.ModelForm):
         cleaned = super().clean() or {}
         if cleaned.get("max_model_mb") is not None:
             self.instance.max_model_bytes = int(cleaned["max_model_mb"] * MIB)
-        metric, output_shape = cleaned.get("metric"), cleaned.get("output_shape")
-        classification = metric and get_metric(metric).family == "classification"
-        if classification and output_shape and len(output_shape) != 1:
-            self.add_error("output_shape", "A classification output is [C], one score per class.")
+        if not self._metric_fits(cleaned):
             return cleaned
         dataset = cleaned.get("dataset")
         changed = "dataset" in self.changed_data or any(
             name in self.changed_data
-            for name in ("input_shape", "input_dtype", "output_shape", "metric")
+            for name in ("input_shape", "input_dtype", "output_shape", "metric", "metric_options")
         )
         needed = ("input_shape", "input_dtype", "output_shape", "metric")
         if dataset and changed and all(cleaned.get(name) is not None for name in needed):
@@ -396,10 +480,31 @@ class TaskAdminForm(forms.ModelForm):
                     dtype=cleaned["input_dtype"],
                     metric=cleaned["metric"],
                     output_shape=cleaned["output_shape"],
+                    options=cleaned.get("metric_options") or {},
                 )
             except ValidationError as exc:
                 self.add_error("dataset", exc)
         return cleaned
+
+    def _metric_fits(self, cleaned: dict[str, Any]) -> bool:
+        """Whether the metric's options are its own and the output shape is one it reads;
+        adds the errors otherwise."""
+        metric, output_shape = cleaned.get("metric"), cleaned.get("output_shape")
+        if not metric:
+            return False
+        family = get_metric(metric).family
+        try:
+            options_resolve(get_metric(metric), cleaned.get("metric_options") or {})
+        except ValueError as exc:
+            self.add_error("metric_options", str(exc))
+            return False
+        if family == "classification" and output_shape and len(output_shape) != 1:
+            self.add_error("output_shape", "A classification output is [C], one score per class.")
+            return False
+        if family == "segmentation" and output_shape and len(output_shape) < 2:
+            self.add_error("output_shape", "A segmentation output is [C, H, W], C class scores.")
+            return False
+        return True
 
     def dataset_pending_done(self) -> None:
         """After the save: the kept file (if any) is in the task's storage now; drop it."""

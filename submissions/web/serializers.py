@@ -50,6 +50,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "metric",
             "metric_label",
             "higher_is_better",
+            "metric_options",
             "max_model_bytes",
             "max_model_mib",
             "time_limit_s",
