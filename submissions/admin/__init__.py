@@ -21,7 +21,8 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from plumbing.refusal_responses import attempt
-from submissions.admin.forms import AdminUploadForm, TaskAdminForm, dataset_summary_read
+from submissions.admin.datasets import dataset_summary_read
+from submissions.admin.forms import AdminUploadForm, TaskAdminForm
 from submissions.admin.services import (
     RETIME_TOP,
     baseline_create,
