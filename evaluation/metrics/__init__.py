@@ -12,7 +12,14 @@ refused rather than scored, because a NaN score cannot be ranked and is not vali
 
 from __future__ import annotations
 
-from evaluation.metrics.base import Direction, Metric, MetricFn, Option, options_resolve
+from evaluation.metrics.base import (
+    Direction,
+    Metric,
+    MetricFn,
+    Option,
+    options_resolve,
+    options_text,
+)
 from evaluation.metrics.classification import (
     accuracy,
     classification_metrics,
@@ -57,6 +64,7 @@ __all__ = [
     "metric_families",
     "mse",
     "options_resolve",
+    "options_text",
     "registry_reload",
     "restoration_metrics",
     "rmse",

@@ -116,6 +116,17 @@ def _option_value(key: str, name: str, option: Option, value: Any) -> OptionValu
     return value  # type: ignore[no-any-return]  # checked above
 
 
+def options_text(metric: Metric, given: Mapping[str, Any] | None) -> str:
+    """Every option as it applies, for a participant: "crop_border 2 · y_channel true"; empty
+    for a metric without options."""
+    resolved = options_resolve(metric, given)
+    shown = {True: "true", False: "false"}
+    return " · ".join(
+        f"{name} {shown[value] if isinstance(value, bool) else f'{value:g}'}"
+        for name, value in resolved.items()
+    )
+
+
 def options_resolve(metric: Metric, given: Mapping[str, Any] | None) -> dict[str, OptionValue]:
     """Every option of ``metric``: the task's value where it gives one, else the default;
     ValueError naming what is wrong with a value or a key the metric does not take."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import hashlib
+import json
 import socket
 import sys
 import time
@@ -74,6 +75,11 @@ def tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _options(options: dict[str, Any]) -> str:
+    """The task's metric options as the API gives them: "crop_border 2 · y_channel false"."""
+    return " · ".join(f"{name} {json.dumps(value)}" for name, value in options.items())
+
+
 def task(args: argparse.Namespace) -> int:
     t = _api(args).get(f"/api/tasks/{args.slug}/")
     direction = "higher is better" if t["higher_is_better"] else "lower is better"
@@ -81,6 +87,7 @@ def task(args: argparse.Namespace) -> int:
         [
             ("Task", f"{t['slug']}: {t['title']}"),
             ("Metric", f"{t['metric_label']} ({t['metric']}, {direction})"),
+            *([("Options", _options(t["metric_options"]))] if t.get("metric_options") else []),
             ("Input", f"{t['batch_shape']} {t['input_dtype']} (batch {t['batch_size']})"),
             ("Output", f"{[t['batch_size'], *t['output_shape']]}"),
             ("Device", t["device_class"] + (" (GPU required)" if t["requires_gpu"] else "")),

@@ -9,6 +9,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from evaluation.inspect import runtime_limits
+from evaluation.metrics import get_metric, options_text
 from evaluation.sizes import mib_text
 from submissions.models import Task
 
@@ -35,8 +36,10 @@ def evaluation_facts(task: Task) -> list[tuple[str, str]]:
     direction = task.direction.word
     device = task.device_class
     total = f", {task.submissions_total} in total" if task.submissions_total is not None else ""
+    options = options_text(get_metric(task.metric), task.metric_options)
     return [
         ("Metric", f"{task.metric_label} ({direction} is better), on the public rows"),
+        *([("Metric options", options)] if options else []),
         ("Input", f"{_shape(spec.batch_shape)} {spec.input_dtype}: one input, batch first"),
         ("Output", f"{_shape(spec.output_batch_shape)}: the first output is scored"),
         ("Batch", f"{spec.batch_size} rows a batch; a short last batch is padded and trimmed"),

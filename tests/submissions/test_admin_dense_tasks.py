@@ -4,13 +4,16 @@ which classes the task declares and which its labels use."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from django.test import Client
+from rest_framework.test import APIClient
 
 from submissions.models import Task
+from tests.portal.client_support import Oep
 from tests.submissions.test_admin import task_form
 
 ADD_TASK = "/admin/submissions/task/add/"
@@ -83,3 +86,23 @@ def test_a_restoration_task_takes_images_and_its_crop(console: Client) -> None:
     )
     assert console.post(ADD_TASK, form).status_code == 302
     assert Task.objects.get().spec().metric_options == {"crop_border": 2}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_participants_read_the_metric_options_on_the_page_the_api_and_oep(
+    console: Client, live_portal: str, tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(0)
+    arrays = {
+        "inputs": rng.random((4, 1, 8, 8), dtype=np.float32),
+        "targets": rng.random((4, 1, 16, 16), dtype=np.float32),
+    }
+    form = task_form(
+        arrays, metric="psnr", output_shape="[1, 16, 16]", metric_options='{"crop_border": 2}'
+    )
+    assert console.post(ADD_TASK, form).status_code == 302
+    page = console.get("/tasks/digits/").content.decode()
+    assert "crop_border 2 · y_channel true · data_range 1 · quantize true" in page
+    assert APIClient().get("/api/tasks/digits/").json()["metric_options"] == {"crop_border": 2}
+    shown = Oep(tmp_path, url=live_portal)("task", "digits")
+    assert "Options:    crop_border 2\n" in shown.stdout, shown.stdout
