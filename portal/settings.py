@@ -354,7 +354,7 @@ EVAL_GRAPH_OPTIMIZATION = env_choice(
     "EVAL_GRAPH_OPTIMIZATION", "all", ("disabled", "basic", "extended", "all")
 )
 EVAL_WARMUP_RUNS = env_int("EVAL_WARMUP_RUNS", 2, minimum=0)
-# Address space (MiB) one CPU evaluation may add to its work horse, enforced with RLIMIT_AS; 0 = off.
+# Address space (MB) one CPU evaluation may add to its work horse, enforced with RLIMIT_AS; 0 = off.
 EVAL_CPU_MEMORY_LIMIT_MB = env_int("EVAL_CPU_MEMORY_LIMIT_MB", 4096, minimum=0)
 
 # GPU memory one worker process holds outside gpu_mem_limit (CUDA context, cuDNN and cuBLAS
