@@ -6,12 +6,15 @@ window per Wang et al. 2004, and through scipy's Gaussian filter as scikit-image
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from scipy.ndimage import gaussian_filter
 
 from evaluation.metrics import compute_family, restoration_metrics, segmentation_metrics
+from evaluation.runner import Dataset, DeviceConfig, evaluate
+from tests.builders import DIGITS_SPEC, unary_model
 
 # --- segmentation --------------------------------------------------------------------------------
 
@@ -220,3 +223,30 @@ def test_the_border_is_not_scored_and_0_255_images_take_their_data_range() -> No
 def test_images_smaller_than_the_ssim_window_are_refused() -> None:
     with pytest.raises(ValueError, match="smaller than SSIM's 11x11 window"):
         restoration_metrics(np.zeros((1, 1, 14, 14)), np.zeros((1, 1, 14, 14)), crop_border=2)
+
+
+# --- through the runner -----------------------------------------------------------------------
+
+
+def test_a_segmentation_task_is_scored_by_the_runner_with_its_ignore_label() -> None:
+    rng = np.random.default_rng(5)
+    scores = rng.random((20, 3, 4, 6), dtype=np.float32)  # the model passes them through
+    targets = rng.integers(0, 3, size=(20, 4, 6))
+    targets[:, 0] = 7  # this task's unlabelled pixels
+    split = np.array(["public", "private"] * 10)
+    spec = replace(
+        DIGITS_SPEC,
+        input_shape=(3, 4, 6),
+        output_shape=(3, 4, 6),
+        metric="miou",
+        metric_options={"ignore_index": 7},
+    )
+    model = unary_model("Identity", ["batch", 3, 4, 6])
+    data = Dataset.from_arrays({"inputs": scores, "targets": targets, "split": split})
+    result = evaluate(model, data, spec, DeviceConfig(worker_name="test", warmup_runs=1))
+    public = split == "public"
+    expected = reference_segmentation(
+        np.argmax(scores[public], axis=1), targets[public], 3, ignore=7, all_declared=False
+    )
+    assert result.metrics == pytest.approx(expected, rel=1e-12)
+    assert result.score == result.metrics["miou"]
