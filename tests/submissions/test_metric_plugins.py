@@ -7,6 +7,7 @@ worked example of docs/operations.md, as a real distribution (a ``.dist-info`` f
 from __future__ import annotations
 
 import importlib
+import io
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from django.core.management import call_command
 from django.test import Client
 
 from evaluation.metrics import (
@@ -133,3 +135,12 @@ def test_a_metric_may_not_take_a_built_in_key_or_family(
     installed(source, f"{key} = host_metrics:within_10pct")
     with pytest.raises(MetricPluginError, match=message):
         get_metric("mse")
+
+
+def test_a_broken_metric_package_stops_the_start_naming_it(
+    installed: Callable[[str, str], None],
+) -> None:
+    # The system checks (run by migrate, runserver, check) read Task.metric's choices.
+    installed(documented_example(), "within_10pct = host_metrics:nowhere")
+    with pytest.raises(MetricPluginError, match="within_10pct = host_metrics:nowhere"):
+        call_command("check", stdout=io.StringIO())
