@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto
 
 from evaluation.costs import CostsUnavailable, StaticCosts, static_costs
+from evaluation.sizes import mib_text
 from evaluation.spec import TaskSpec
 
 ALLOWED_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft"})
@@ -63,17 +64,14 @@ def check_file_name(name: str) -> None:
         raise ModelRejected("Upload a file with the .onnx extension.")
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1_000_000:.1f} MB"
-
-
 def _load(path: Path, spec: TaskSpec) -> ModelProto:
     size = path.stat().st_size
     if size == 0:
         raise ModelRejected("The file is empty.")
     if size > spec.max_model_bytes:
         raise ModelRejected(
-            f"The model is {_mb(size)}; this task accepts models up to {_mb(spec.max_model_bytes)}."
+            f"The model is {mib_text(size)} ({size:,} bytes); this task accepts models up to "
+            f"{mib_text(spec.max_model_bytes)}."
         )
     try:
         model = onnx.load_model(str(path), load_external_data=False)

@@ -26,6 +26,7 @@ import onnxruntime as ort
 
 from evaluation.limits import TimeLimit, time_limit_message
 from evaluation.metrics import compute_family
+from evaluation.sizes import MIB
 from evaluation.spec import TaskSpec
 from evaluation.timing import (
     Alone,
@@ -194,7 +195,7 @@ class EvalResult:
 
 
 def _mb(n: int) -> str:
-    return f"{n / 1_048_576:,.0f} MB"
+    return f"{n / MIB:,.0f} MiB"  # binary units, named as such (evaluation/sizes.py)
 
 
 def out_of_memory_error(exc: BaseException, device: DeviceConfig) -> EvaluationError | None:
@@ -615,12 +616,16 @@ def _score(
 ) -> tuple[dict[str, float], dict[str, float]]:
     try:
         public = (
-            compute_family(spec.metric, preds[data.public], data.targets[data.public])
+            compute_family(
+                spec.metric, preds[data.public], data.targets[data.public], spec.metric_options
+            )
             if data.public.any()
             else {}
         )
         private = (
-            compute_family(spec.metric, preds[~data.public], data.targets[~data.public])
+            compute_family(
+                spec.metric, preds[~data.public], data.targets[~data.public], spec.metric_options
+            )
             if (~data.public).any()
             else {}
         )

@@ -7,6 +7,7 @@ tested without a database.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from evaluation.timing import TimingProtocol
 
@@ -32,6 +33,8 @@ class TaskSpec:
     time_limit_s: float
     requires_gpu: bool = False
     timing: TimingProtocol = field(default_factory=TimingProtocol)
+    # The task's settings of its metric (evaluation.metrics: ``Metric.options``), plain JSON.
+    metric_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def batch_shape(self) -> tuple[int, ...]:

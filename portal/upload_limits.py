@@ -13,11 +13,8 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.template.defaultfilters import filesizeformat
 
-
-def _size(n: int) -> str:
-    return str(filesizeformat(n)).replace("\xa0", " ")
+from evaluation.sizes import size_text as _size
 
 
 def _refuse(request: HttpRequest, message: str, status: int) -> HttpResponse:

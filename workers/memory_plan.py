@@ -69,7 +69,7 @@ def context_bytes() -> int:
 
 
 def _mb(n: int) -> str:
-    return f"{n / MB:,.0f} MB"
+    return f"{n / MB:,.0f} MiB"  # binary units, named as such (evaluation/sizes.py)
 
 
 def refusal(plan: GpuPlan, newcomer: PlannedWorker) -> str | None:

@@ -119,7 +119,9 @@ def measure(work: Workload, device: DeviceConfig, budget_s: float) -> dict[str, 
         rounds.append({name: seconds(contestants[name]) for name in order})
     preds = predict(session, inputs, work.spec, device)
     assert np.array_equal(preds, bare_loop(session, inputs, size, device.warmup_runs))
-    scoring_s = seconds(lambda: compute_family(work.spec.metric, preds, work.data.targets))
+    scoring_s = seconds(
+        lambda: compute_family(work.spec.metric, preds, work.data.targets, work.spec.metric_options)
+    )
     return {
         "workload": work.name,
         "provider": session.get_providers()[0],

@@ -44,6 +44,7 @@ def task_spec(task: dict[str, Any]) -> TaskSpec:
         max_model_bytes=int(task["max_model_bytes"]),
         time_limit_s=float(task["time_limit_s"]),
         requires_gpu=bool(task.get("requires_gpu", False)),
+        metric_options=dict(task.get("metric_options") or {}),
     )
 
 

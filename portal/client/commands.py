@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import getpass
 import hashlib
+import json
 import socket
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from evaluation.sizes import mib_text
 from portal.client import display
 from portal.client.api import PortalApi, Refused, copy_stream
 from portal.client.config import config_load, config_save
@@ -73,6 +75,11 @@ def tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _options(options: dict[str, Any]) -> str:
+    """The task's metric options as the API gives them: "crop_border 2 · y_channel false"."""
+    return " · ".join(f"{name} {json.dumps(value)}" for name, value in options.items())
+
+
 def task(args: argparse.Namespace) -> int:
     t = _api(args).get(f"/api/tasks/{args.slug}/")
     direction = "higher is better" if t["higher_is_better"] else "lower is better"
@@ -80,10 +87,11 @@ def task(args: argparse.Namespace) -> int:
         [
             ("Task", f"{t['slug']}: {t['title']}"),
             ("Metric", f"{t['metric_label']} ({t['metric']}, {direction})"),
+            *([("Options", _options(t["metric_options"]))] if t.get("metric_options") else []),
             ("Input", f"{t['batch_shape']} {t['input_dtype']} (batch {t['batch_size']})"),
             ("Output", f"{[t['batch_size'], *t['output_shape']]}"),
             ("Device", t["device_class"] + (" (GPU required)" if t["requires_gpu"] else "")),
-            ("Model size", f"up to {t['max_model_bytes'] / 1_000_000:.1f} MB"),
+            ("Model size", f"up to {mib_text(t['max_model_bytes'])}"),
             ("Time limit", f"{t['time_limit_s']:g} s"),
             ("Per day", t["submissions_per_day"]),
             ("In total", t["submissions_total"] or "no limit"),
@@ -206,7 +214,7 @@ def status(args: argparse.Namespace) -> int:
     pairs: list[tuple[str, Any]] = [
         ("Submission", s["id"]),
         ("Task", _task(s)),
-        ("File", f"{s['original_name']} ({s['size_bytes']} bytes)"),
+        ("File", f"{s['original_name']} ({mib_text(s['size_bytes'])})"),
         ("Status", s["status"] + (f" ({s['progress']:.0%})" if s["status"] == "running" else "")),
         ("Submitted", display.local_time(s["created_at"])),
         ("Finished", display.local_time(s["finished_at"])),

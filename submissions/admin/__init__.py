@@ -21,7 +21,8 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from plumbing.refusal_responses import attempt
-from submissions.admin.forms import AdminUploadForm, TaskAdminForm, dataset_summary_read
+from submissions.admin.datasets import dataset_summary_read
+from submissions.admin.forms import AdminUploadForm, TaskAdminForm
 from submissions.admin.services import (
     RETIME_TOP,
     baseline_create,
@@ -141,6 +142,7 @@ class TaskAdmin(admin.ModelAdmin):
                     "input_dtype",
                     "output_shape",
                     "metric",
+                    "metric_options",
                 ],
                 "description": "The dataset .npz needs 'inputs' [N, *input shape] of the input "
                 "dtype, 'targets' (what the metric reads: see the metric's help) and optionally "
@@ -220,7 +222,12 @@ class TaskAdmin(admin.ModelAdmin):
     def dataset_summary(self, task: Task) -> str:
         if not task.pk or not task.dataset:
             return "Shown once a dataset is saved."
-        return dataset_summary_read(task.dataset, metric=task.metric)
+        return dataset_summary_read(
+            task.dataset,
+            metric=task.metric,
+            output_shape=list(task.output_shape or []),
+            options=dict(task.metric_options or {}),
+        )
 
     def save_model(self, request: HttpRequest, obj: Task, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)

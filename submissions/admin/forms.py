@@ -1,22 +1,21 @@
-"""The operator's task form: the dataset .npz is checked against the task before it is saved,
-so a task can never point workers at data they would fail on. Nothing typed into it can fail
-with a 500: shapes are parsed here (``ShapeField``), sizes are typed in MB, and a dataset that
-was uploaded with a form that failed elsewhere is kept for the next attempt."""
+"""The operator's task form: the dataset .npz is checked against the task before it is saved
+(``datasets.py``), so a task can never point workers at data they would fail on. Nothing typed
+into it can fail with a 500: shapes are parsed here (``ShapeField``), sizes are typed in MiB, and
+a dataset that was uploaded with a form that failed elsewhere is kept for the next attempt."""
 
 from __future__ import annotations
 
 import json
-import zipfile
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-import numpy as np
 from django import forms
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from evaluation.metrics import FAMILIES, get_metric
+from evaluation.metrics import get_metric, metric_choices, options_resolve
+from evaluation.sizes import MIB
+from submissions.admin.datasets import DatasetSummary, dataset_validate, metric_help
 from submissions.admin.services import (
     dataset_pending_discard,
     dataset_pending_open,
@@ -24,10 +23,8 @@ from submissions.admin.services import (
 )
 from submissions.models import Task
 
-SPLIT_VALUES = {"public", "private"}
 MAX_DIMENSIONS = 8
 MAX_DIMENSION = 2**31 - 1  # what ONNX runtimes index with; a larger dimension is a typo
-MB = 1024 * 1024
 
 
 def _shown(value: Any) -> str:
@@ -83,147 +80,6 @@ class ShapeField(forms.Field):
 
     def prepare_value(self, value: Any) -> Any:
         return value if isinstance(value, str) else json.dumps(value)
-
-
-# What each metric family reads from the dataset's 'targets' (evaluation/metrics.py).
-TARGET_FORMATS = {
-    "classification": "integer class labels, shape [N], each in 0..C-1 where the output "
-    "shape is [C]",
-    "regression": "floats of shape [N, *output shape], all finite",
-    "depth": "floats of shape [N, *output shape] (e.g. [N, H, W] for output [H, W]); only "
-    "pixels whose target is positive and finite are scored (an image with none is skipped)",
-}
-
-
-def metric_help() -> str:
-    lines = [
-        f"{family} ({', '.join(keys)}): 'targets' are {TARGET_FORMATS[family]}."
-        for family, keys in FAMILIES.items()
-    ]
-    return " ".join(lines)
-
-
-def _load_npz(upload: Any) -> dict[str, np.ndarray]:
-    upload.seek(0)
-    try:
-        with np.load(upload, allow_pickle=False) as npz:
-            return {key: npz[key] for key in npz.files}
-    except (ValueError, OSError, zipfile.BadZipFile) as exc:
-        raise ValidationError(f"Not a readable .npz file without pickled objects: {exc}") from exc
-    finally:
-        upload.seek(0)
-
-
-def _check_inputs(inputs: np.ndarray, *, input_shape: list[int], dtype: str) -> None:
-    if list(inputs.shape[1:]) != [int(d) for d in input_shape]:
-        raise ValidationError(
-            f"'inputs' has per-sample shape {list(inputs.shape[1:])} but the task says "
-            f"{list(input_shape)}."
-        )
-    if inputs.dtype != np.dtype(dtype):
-        raise ValidationError(f"'inputs' has dtype {inputs.dtype} but the task says {dtype}.")
-
-
-def _check_targets(targets: np.ndarray, *, rows: int, metric: str, output_shape: list[int]) -> None:
-    if len(targets) != rows:
-        raise ValidationError(f"'targets' has {len(targets)} rows but 'inputs' has {rows}.")
-    if get_metric(metric).family == "classification":
-        if targets.ndim != 1 or not np.issubdtype(targets.dtype, np.integer):
-            raise ValidationError("'targets' must be one integer class label per row.")
-        classes = int(output_shape[-1]) if output_shape else 0
-        if targets.size and (targets.min() < 0 or targets.max() >= classes):
-            raise ValidationError(f"'targets' has labels outside 0..{classes - 1}.")
-        return
-    if list(targets.shape[1:]) != [int(d) for d in output_shape]:
-        raise ValidationError(
-            f"'targets' has per-sample shape {list(targets.shape[1:])} but the task's output "
-            f"is {list(output_shape)}."
-        )
-    if not np.issubdtype(targets.dtype, np.floating):
-        raise ValidationError(f"'targets' must be floating point, not {targets.dtype}.")
-    finite = np.isfinite(targets)
-    if get_metric(metric).family == "regression" and not finite.all():
-        raise ValidationError(
-            "'targets' contain NaN or infinite values; regression needs all finite."
-        )
-    if get_metric(metric).family == "depth" and not (finite & (targets > 0)).any():
-        raise ValidationError("'targets' have no positive finite depth anywhere: nothing to score.")
-
-
-def _check_split(split: np.ndarray, *, rows: int) -> None:
-    if split.shape != (rows,):
-        raise ValidationError(f"'split' must have one entry per row ({rows}), not {split.shape}.")
-    if split.dtype.kind not in "US":
-        raise ValidationError("'split' must hold the strings 'public' and 'private'.")
-    values = set(split.astype(str).tolist())
-    if not values <= SPLIT_VALUES:
-        raise ValidationError(
-            f"'split' may only say public or private, not {sorted(values - SPLIT_VALUES)}."
-        )
-    if "public" not in values:
-        raise ValidationError("'split' has no public rows: the public leaderboard would be empty.")
-
-
-@dataclass(frozen=True)
-class DatasetSummary:
-    """What an operator checks after an upload: how many rows, how they split, what they hold."""
-
-    rows: int
-    public: int
-    private: int
-    inputs: str  # e.g. "[1, 8, 8] float32"
-    targets: str  # "10 classes (labels 0..9)" or "per-sample [8, 8] float32"
-
-    def __str__(self) -> str:
-        split = f"{self.public} public, {self.private} private"
-        return f"{self.rows} rows ({split}); inputs {self.inputs}; targets {self.targets}."
-
-
-def dataset_summarize(arrays: dict[str, np.ndarray], *, metric: str) -> DatasetSummary:
-    inputs, targets = arrays["inputs"], arrays["targets"]
-    rows = len(inputs)
-    split = arrays.get("split")
-    public = rows if split is None else int((split.astype(str) == "public").sum())
-    if get_metric(metric).family == "classification" and targets.size:
-        labels = np.unique(targets)
-        described = f"{len(labels)} classes (labels {labels.min()}..{labels.max()})"
-    else:
-        described = f"per-sample {list(targets.shape[1:])} {targets.dtype}"
-    return DatasetSummary(
-        rows, public, rows - public, f"{list(inputs.shape[1:])} {inputs.dtype}", described
-    )
-
-
-def dataset_summary_read(file: Any, *, metric: str) -> str:
-    """The summary of a stored dataset for the task's change page; a reason, never an error."""
-    try:
-        with file.open("rb") as stored:
-            return str(dataset_summarize(_load_npz(stored), metric=metric))
-    except (ValidationError, OSError, KeyError, ValueError) as exc:
-        return f"Could not read the dataset: {exc}"
-
-
-def dataset_validate(
-    upload: Any, *, input_shape: list[int], dtype: str, metric: str, output_shape: list[int]
-) -> DatasetSummary:
-    """Check a task dataset against the task; returns its summary."""
-    arrays = _load_npz(upload)
-    missing = {"inputs", "targets"} - arrays.keys()
-    if missing:
-        raise ValidationError(
-            f"The .npz lacks {', '.join(sorted(missing))}; it has {sorted(arrays)}."
-        )
-    extra = arrays.keys() - {"inputs", "targets", "split"}
-    if extra:
-        raise ValidationError(f"Unexpected arrays in the .npz: {sorted(extra)}.")
-    inputs = arrays["inputs"]
-    if inputs.ndim < 1 or len(inputs) == 0:
-        raise ValidationError("'inputs' has no rows.")
-    _check_inputs(inputs, input_shape=input_shape, dtype=dtype)
-    _check_targets(arrays["targets"], rows=len(inputs), metric=metric, output_shape=output_shape)
-    if "split" in arrays:
-        _check_split(arrays["split"], rows=len(inputs))
-    return dataset_summarize(arrays, metric=metric)
 
 
 class _StoredFile:
@@ -292,12 +148,13 @@ class TaskAdminForm(forms.ModelForm):
         help_text="Per-sample output shape: [C] for C classes, e.g. [1000]; [H, W] for depth.",
     )
     max_model_mb = forms.DecimalField(
-        label="Max model size (MB)",
+        label="Max model size (MiB)",
         min_value=Decimal("0.01"),
         max_value=Decimal(1024 * 1024),
         decimal_places=2,
         initial=Decimal(200),
-        help_text="The largest .onnx file accepted, in MB (1 MB = 1,048,576 bytes).",
+        help_text="The largest .onnx file accepted, in MiB (1 MiB = 1,048,576 bytes); pages, "
+        "the API, oep and refusals state it in MiB too.",
     )
     # A dataset uploaded with a form that failed elsewhere, kept in storage for the next try.
     dataset_pending = forms.CharField(required=False, widget=forms.HiddenInput)
@@ -315,6 +172,7 @@ class TaskAdminForm(forms.ModelForm):
             "input_dtype",
             "output_shape",
             "metric",
+            "metric_options",
             "time_limit_s",
             "submissions_per_day",
             "submissions_total",
@@ -340,6 +198,9 @@ class TaskAdminForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Read now, not when the class was made: a package installed since may add metrics.
+        metric: Any = self.fields["metric"]  # a ChoiceField (the model field has choices)
+        metric.choices = metric_choices()
         self.fields["metric"].help_text = metric_help()
         if self.instance.pk:
             self.fields["max_model_mb"].initial = _megabytes(self.instance.max_model_bytes)
@@ -360,16 +221,13 @@ class TaskAdminForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         if cleaned.get("max_model_mb") is not None:
-            self.instance.max_model_bytes = int(cleaned["max_model_mb"] * MB)
-        metric, output_shape = cleaned.get("metric"), cleaned.get("output_shape")
-        classification = metric and get_metric(metric).family == "classification"
-        if classification and output_shape and len(output_shape) != 1:
-            self.add_error("output_shape", "A classification output is [C], one score per class.")
+            self.instance.max_model_bytes = int(cleaned["max_model_mb"] * MIB)
+        if not self._metric_fits(cleaned):
             return cleaned
         dataset = cleaned.get("dataset")
         changed = "dataset" in self.changed_data or any(
             name in self.changed_data
-            for name in ("input_shape", "input_dtype", "output_shape", "metric")
+            for name in ("input_shape", "input_dtype", "output_shape", "metric", "metric_options")
         )
         needed = ("input_shape", "input_dtype", "output_shape", "metric")
         if dataset and changed and all(cleaned.get(name) is not None for name in needed):
@@ -380,10 +238,31 @@ class TaskAdminForm(forms.ModelForm):
                     dtype=cleaned["input_dtype"],
                     metric=cleaned["metric"],
                     output_shape=cleaned["output_shape"],
+                    options=cleaned.get("metric_options") or {},
                 )
             except ValidationError as exc:
                 self.add_error("dataset", exc)
         return cleaned
+
+    def _metric_fits(self, cleaned: dict[str, Any]) -> bool:
+        """Whether the metric's options are its own and the output shape is one it reads;
+        adds the errors otherwise."""
+        metric, output_shape = cleaned.get("metric"), cleaned.get("output_shape")
+        if not metric:
+            return False
+        family = get_metric(metric).family
+        try:
+            options_resolve(get_metric(metric), cleaned.get("metric_options") or {})
+        except ValueError as exc:
+            self.add_error("metric_options", str(exc))
+            return False
+        if family == "classification" and output_shape and len(output_shape) != 1:
+            self.add_error("output_shape", "A classification output is [C], one score per class.")
+            return False
+        if family == "segmentation" and output_shape and len(output_shape) < 2:
+            self.add_error("output_shape", "A segmentation output is [C, H, W], C class scores.")
+            return False
+        return True
 
     def dataset_pending_done(self) -> None:
         """After the save: the kept file (if any) is in the task's storage now; drop it."""
@@ -409,7 +288,9 @@ def _fresh_upload(upload: Any) -> bool:
 
 
 def _megabytes(size: int) -> Decimal:
-    return (Decimal(size) / MB).quantize(Decimal("0.01")).normalize()
+    value = (Decimal(size) / MIB).quantize(Decimal("0.01"))
+    # normalize() alone writes 400 as 4E+2, which the form would show the operator.
+    return value.quantize(Decimal(1)) if value == value.to_integral_value() else value.normalize()
 
 
 class AdminUploadForm(forms.Form):

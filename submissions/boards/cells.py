@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from evaluation.sizes import size_text
 from submissions.boards import ranking
 from submissions.models import Submission, Task
 from submissions.models.ranking import submission_measures
@@ -76,7 +76,7 @@ def format_flops(s: Submission) -> SafeString:
 
 
 def format_bytes(n: int | None) -> str:
-    return "—" if n is None else str(filesizeformat(n))
+    return "—" if n is None else size_text(n)
 
 
 def number(value: float | None, places: int) -> str:

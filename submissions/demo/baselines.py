@@ -3,7 +3,7 @@
 Every model has one input "input" and one output "output", both with a
 symbolic "batch" first dimension, opset 17 and IR version 9 (onnxruntime 1.31
 refuses the IR version onnx 1.23 writes by default). All models are built by
-`_build_model`; `linear_model` and `conv_model` only decide the nodes.
+`build_model`; `linear_model` and `conv_model` only decide the nodes.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Baseline:
     onnx_bytes: bytes
 
 
-def _build_model(
+def build_model(
     *,
     graph_name: str,
     nodes: list[onnx.NodeProto],
@@ -74,7 +74,7 @@ def linear_model(
         helper.make_node("Flatten", ["input"], ["flat"], axis=1),
         helper.make_node("Gemm", ["flat", "weight", "bias"], ["output"]),
     ]
-    return _build_model(
+    return build_model(
         graph_name=graph_name,
         nodes=nodes,
         initializers={"weight": weight.astype(np.float32), "bias": bias.astype(np.float32)},
@@ -105,7 +105,7 @@ def conv_model(
         "floor": np.array(DEPTH_FLOOR_M, dtype=np.float32),
         "shape": np.array([-1, height, width], dtype=np.int64),
     }
-    return _build_model(
+    return build_model(
         graph_name=graph_name,
         nodes=nodes,
         initializers=initializers,

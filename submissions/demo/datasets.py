@@ -18,7 +18,7 @@ import numpy as np
 DEMO_DIR = Path(__file__).resolve().parent
 DIGITS_TEST_PATH = DEMO_DIR / "digits.npz"
 DIGITS_TRAIN_PATH = DEMO_DIR / "digits_train.npz"
-# A participant's starter (published on both demo tasks); standalone: numpy and onnx only.
+# A participant's starter (published on the digits and depth tasks); numpy and onnx only.
 STARTER_PATH = DEMO_DIR / "starters" / "starter.py"
 
 PUBLIC = "public"

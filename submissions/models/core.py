@@ -100,7 +100,15 @@ class Task(models.Model):
         max_length=16, choices=[(k, k) for k in ONNX_TYPE_FOR_DTYPE], default="float32"
     )
     output_shape = models.JSONField(help_text="Per-sample output shape, e.g. [1000].")
-    metric = models.CharField(max_length=32, choices=metric_choices())
+    # Callable choices: the registry, with any installed package's metrics, is read when the
+    # choice is shown or checked, so adding a metric needs no migration.
+    metric = models.CharField(max_length=32, choices=metric_choices)
+    metric_options = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Settings of the metric, e.g. {"ignore_index": 255} or {"crop_border": 2}; '
+        "the metric's help lists each family's. Unset ones take their defaults.",
+    )
     dataset = models.FileField(
         upload_to="datasets/", help_text="Hidden .npz: inputs, targets, split."
     )
@@ -260,6 +268,7 @@ class Task(models.Model):
             time_limit_s=float(self.time_limit_s),
             requires_gpu=self.requires_gpu,
             timing=self.timing_protocol(),
+            metric_options=dict(self.metric_options or {}),
         )
 
     def timing_protocol(self) -> TimingProtocol:

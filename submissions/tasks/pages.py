@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
 from evaluation.inspect import runtime_limits
+from evaluation.metrics import get_metric, options_text
+from evaluation.sizes import mib_text
 from submissions.models import Task
 
 # PyTorch's name for each input dtype a task may feed (evaluation/spec.py ONNX_TYPE_FOR_DTYPE).
@@ -35,8 +36,10 @@ def evaluation_facts(task: Task) -> list[tuple[str, str]]:
     direction = task.direction.word
     device = task.device_class
     total = f", {task.submissions_total} in total" if task.submissions_total is not None else ""
+    options = options_text(get_metric(task.metric), task.metric_options)
     return [
         ("Metric", f"{task.metric_label} ({direction} is better), on the public rows"),
+        *([("Metric options", options)] if options else []),
         ("Input", f"{_shape(spec.batch_shape)} {spec.input_dtype}: one input, batch first"),
         ("Output", f"{_shape(spec.output_batch_shape)}: the first output is scored"),
         ("Batch", f"{spec.batch_size} rows a batch; a short last batch is padded and trimmed"),
@@ -54,7 +57,7 @@ def evaluation_facts(task: Task) -> list[tuple[str, str]]:
         ),
         (
             "Limits",
-            f"{filesizeformat(task.max_model_bytes)} per model · {task.time_limit_s} s per "
+            f"{mib_text(task.max_model_bytes)} per model · {task.time_limit_s} s per "
             f"evaluation · {task.submissions_per_day} submissions a day{total} · "
             f"{task.queued_per_user} queued at once",
         ),

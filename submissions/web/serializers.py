@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from rest_framework import serializers
 
+from evaluation.sizes import mib_value
 from submissions.boards.row import (
     COLUMNS,
     COSTS_COMPLETE_HELP,
@@ -27,6 +28,9 @@ class TaskSerializer(serializers.ModelSerializer):
     is_open = serializers.SerializerMethodField()
     device_class = serializers.CharField(source="device_class_slug", read_only=True)
     requires_gpu = serializers.BooleanField(read_only=True)
+    max_model_mib = serializers.SerializerMethodField(
+        help_text="max_model_bytes in MiB (2**20 bytes), as the operator set it."
+    )
     device_notice = serializers.SerializerMethodField(
         help_text="Non-empty while no evaluation machine of the task's device class is online: "
         "uploads are accepted and wait, without counting against the quota until they start."
@@ -46,7 +50,9 @@ class TaskSerializer(serializers.ModelSerializer):
             "metric",
             "metric_label",
             "higher_is_better",
+            "metric_options",
             "max_model_bytes",
+            "max_model_mib",
             "time_limit_s",
             "submissions_per_day",
             "submissions_total",
@@ -61,6 +67,9 @@ class TaskSerializer(serializers.ModelSerializer):
 
     def get_is_open(self, task: Task) -> bool:
         return task.is_open()
+
+    def get_max_model_mib(self, task: Task) -> float:
+        return mib_value(task.max_model_bytes)
 
     def get_device_notice(self, task: Task) -> str:
         return task_device_notice(task=task)

@@ -63,7 +63,8 @@ def test_truncated_model_is_refused_as_not_onnx(tmp_path: Path) -> None:
 def test_model_over_the_size_limit_is_refused(tmp_path: Path) -> None:
     spec = replace(SPEC, max_model_bytes=100)
     message = refusal(tmp_path, good_model(), spec)
-    assert message.startswith("The model is 0.0 MB; this task accepts models up to 0.0 MB")
+    assert message.startswith("The model is 0 MiB (")
+    assert "bytes); this task accepts models up to 0 MiB." in message
 
 
 def _external_initializer(location: str) -> TensorProto:

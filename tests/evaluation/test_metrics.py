@@ -16,14 +16,16 @@ from sklearn.metrics import (
 )
 
 from evaluation.metrics import (
+    BUILT_IN,
     DEPTH_KEYS,
-    FAMILIES,
-    METRICS,
     Direction,
     compute_family,
     get_metric,
     metric_choices,
+    metric_families,
 )
+
+METRICS = {metric.key: metric for metric in BUILT_IN}
 
 # Four samples, three classes. Argmax per row: 1, 0, 2, 1 against targets 1, 2, 2, 0.
 SCORES = np.array(
@@ -266,7 +268,7 @@ def test_depth_scored_in_blocks_agrees_with_python_reference(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A block of two images at a time: per-image sums must not leak across block boundaries.
-    monkeypatch.setattr("evaluation.metrics.DEPTH_BLOCK_PIXELS", 2 * 5 * 7)
+    monkeypatch.setattr("evaluation.metrics.depth.DEPTH_BLOCK_PIXELS", 2 * 5 * 7)
     rng = np.random.default_rng(7)
     targets = rng.uniform(0.5, 10.0, size=(5, 5, 7))
     predictions = targets * rng.lognormal(0.0, 0.2, size=targets.shape)
@@ -278,7 +280,18 @@ def test_depth_scored_in_blocks_agrees_with_python_reference(
 
 # --- registry -----------------------------------------------------------------------------------
 
-HIGHER_IS_BETTER = {"accuracy", "top5_accuracy", "macro_f1", "delta1", "delta2", "delta3"}
+HIGHER_IS_BETTER = {
+    "accuracy",
+    "top5_accuracy",
+    "macro_f1",
+    "delta1",
+    "delta2",
+    "delta3",
+    "miou",
+    "pixel_accuracy",
+    "psnr",
+    "ssim",
+}
 
 
 @pytest.mark.parametrize("key", list(METRICS))
@@ -320,31 +333,47 @@ def test_sorting_by_rank_key_or_best_first_order_puts_the_beaten_after_the_bette
 
 
 def test_unknown_metric_names_the_valid_keys() -> None:
-    with pytest.raises(KeyError, match=r"unknown metric 'nope'; valid keys are accuracy, .*delta3"):
+    with pytest.raises(KeyError, match=r"unknown metric 'nope'; valid keys are accuracy, .*ssim"):
         get_metric("nope")
 
 
 def test_families_partition_the_metrics_in_display_order() -> None:
-    assert FAMILIES == {
+    families = metric_families()
+    assert families == {
         "classification": ("accuracy", "top5_accuracy", "macro_f1"),
         "regression": ("mse", "mae", "rmse"),
         "depth": DEPTH_KEYS,
+        "segmentation": ("miou", "pixel_accuracy"),
+        "restoration": ("psnr", "ssim"),
     }
-    for family, keys in FAMILIES.items():
+    for family, keys in families.items():
         assert all(METRICS[key].family == family for key in keys)
-    assert sorted(key for keys in FAMILIES.values() for key in keys) == sorted(METRICS)
+    assert sorted(key for keys in families.values() for key in keys) == sorted(METRICS)
 
 
-def test_metric_choices_are_stable_key_label_pairs() -> None:
+def test_metric_choices_say_each_metrics_label_key_and_direction() -> None:
     choices = metric_choices()
-    assert [key for key, _ in choices] == [key for keys in FAMILIES.values() for key in keys]
-    assert all(label and label == METRICS[key].label for key, label in choices)
+    assert [key for key, _ in choices] == [
+        key for keys in metric_families().values() for key in keys
+    ]
+    assert ("psnr", "PSNR in dB (psnr, higher is better)") in choices
+    assert ("mse", "Mean squared error (mse, lower is better)") in choices
+    for key, label in choices:
+        assert label.startswith(f"{METRICS[key].label} ({key}, ")
 
 
 FAMILY_INPUTS = {
     "classification": (SCORES, LABELS),
     "regression": (np.array([1.0, 2.0]), np.array([1.5, 2.0])),
     "depth": depth_example(),
+    "segmentation": (
+        np.random.default_rng(0).random((2, 3, 4, 5)),
+        np.random.default_rng(1).integers(0, 3, size=(2, 4, 5)),
+    ),
+    "restoration": (
+        np.random.default_rng(0).random((2, 1, 12, 12)),
+        np.random.default_rng(1).random((2, 1, 12, 12)),
+    ),
 }
 
 
@@ -353,9 +382,9 @@ def test_compute_family_returns_every_metric_of_the_family_as_floats(key: str) -
     family = METRICS[key].family
     predictions, targets = FAMILY_INPUTS[family]
     values = compute_family(key, predictions, targets)
-    assert tuple(values) == FAMILIES[family]
+    assert tuple(values) == metric_families()[family]
     assert all(type(value) is float for value in values.values())
-    assert values == {name: score(name, predictions, targets) for name in FAMILIES[family]}
+    assert values == {name: score(name, predictions, targets) for name in metric_families()[family]}
 
 
 # --- refusals -----------------------------------------------------------------------------------

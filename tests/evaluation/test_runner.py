@@ -337,8 +337,8 @@ def test_memory_bomb_fails_with_a_plain_message_under_the_memory_limit() -> None
     ):
         evaluate(expand_bomb(), Dataset.from_arrays(digits_like(n=20)), SPEC, device)
     assert str(caught.value) == (
-        "The model ran out of memory: it needs more than the per-evaluation limit of 256 MB on "
-        "this worker. It asked for 1,562 MB at once (operator Expand)."
+        "The model ran out of memory: it needs more than the per-evaluation limit of 256 MiB on "
+        "this worker. It asked for 1,562 MiB at once (operator Expand)."
     )
 
 
@@ -363,7 +363,7 @@ def test_out_of_memory_is_recognised_from_python_and_onnxruntime_errors() -> Non
     cpu = DeviceConfig(cpu_memory_limit_bytes=1 << 30)
     gpu = DeviceConfig(use_cuda=True, gpu_mem_limit=2 << 30)
     assert str(out_of_memory_error(MemoryError(), cpu)) == (
-        "The model ran out of memory: it needs more than the per-evaluation limit of 1,024 MB on "
+        "The model ran out of memory: it needs more than the per-evaluation limit of 1,024 MiB on "
         "this worker."
     )
     cuda_text = (
@@ -372,11 +372,11 @@ def test_out_of_memory_is_recognised_from_python_and_onnxruntime_errors() -> Non
         "of size 4294967296"
     )
     assert str(out_of_memory_error(RuntimeError(cuda_text), gpu)) == (
-        "The model ran out of memory: it needs more than the per-evaluation limit of 2,048 MB on "
-        "this worker. It asked for 4,096 MB at once (operator Conv)."
+        "The model ran out of memory: it needs more than the per-evaluation limit of 2,048 MiB on "
+        "this worker. It asked for 4,096 MiB at once (operator Conv)."
     )
     # What the CUDA arena says at its gpu_mem_limit, as onnxruntime-gpu 1.31 said it on an H200
-    # (64 MB share, a 256 MB Expand): the GPU acceptance check's gpu_mem_limit case.
+    # (64 MiB share, a 256 MiB Expand): the GPU acceptance check's gpu_mem_limit case.
     arena_text = (
         "[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running Expand node. "
         "Name:'' Status Message: /onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:360 "
@@ -385,8 +385,8 @@ def test_out_of_memory_is_recognised_from_python_and_onnxruntime_errors() -> Non
     )
     small = DeviceConfig(use_cuda=True, gpu_mem_limit=64 << 20)
     assert str(out_of_memory_error(RuntimeError(arena_text), small)) == (
-        "The model ran out of memory: it needs more than the per-evaluation limit of 64 MB on "
-        "this worker. It asked for 256 MB at once (operator Expand)."
+        "The model ran out of memory: it needs more than the per-evaluation limit of 64 MiB on "
+        "this worker. It asked for 256 MiB at once (operator Expand)."
     )
     assert out_of_memory_error(RuntimeError("invalid expand shape"), cpu) is None
 
@@ -452,7 +452,7 @@ def test_faked_gpu_without_a_driver_still_records_cpu_and_refuses_requires_gpu(
 def test_large_predictions_screened_in_parts_catch_a_nan_in_any_part(
     dtype: Any, where: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # 32 MB: four parts of 8 MB wherever this runs (the CPU count is fixed here, so that the
+    # 32 MiB: four parts of 8 MiB wherever this runs (the CPU count is fixed here, so that the
     # split does not depend on the machine).
     monkeypatch.setattr(runner_module.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5})
     preds = np.ones((64, (32 << 20) // 64 // np.dtype(dtype).itemsize), dtype)
@@ -470,9 +470,9 @@ def test_large_predictions_screened_in_parts_catch_a_nan_in_any_part(
 def test_screen_parts_follow_size_and_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runner_module.os, "sched_getaffinity", lambda pid: {0, 1})
     assert runner_module._screen_parts(np.zeros(10, np.float32)) == 1
-    assert runner_module._screen_parts(np.zeros(2 << 20, np.float32)) == 2  # 8 MB, 2 CPUs
+    assert runner_module._screen_parts(np.zeros(2 << 20, np.float32)) == 2  # 8 MiB, 2 CPUs
     monkeypatch.setattr(runner_module.os, "sched_getaffinity", lambda pid: set(range(16)))
-    assert runner_module._screen_parts(np.zeros(3 << 20, np.float32)) == 3  # 12 MB
+    assert runner_module._screen_parts(np.zeros(3 << 20, np.float32)) == 3  # 12 MiB
     assert runner_module._screen_parts(np.zeros(64 << 20, np.float32)) == 4  # never more
     monkeypatch.setattr(runner_module.os, "sched_getaffinity", lambda pid: {0})
     assert runner_module._screen_parts(np.zeros(64 << 20, np.float32)) == 1

@@ -42,7 +42,7 @@ def test_a_5_gb_body_is_refused_with_413_before_any_of_it_is_read(
     (status, content), peak = traced(lambda: post_through_wsgi(body, token, body.length))
 
     assert status.startswith("413")
-    assert b"the largest accepted is 2.0 GB" in content
+    assert b"the largest accepted is 2 GiB" in content
     assert body.bytes_read == 0
     assert peak < 4 * MB, f"{peak / MB:.1f} MB traced"
     assert Submission.objects.count() == 0
@@ -62,7 +62,8 @@ def test_a_large_body_under_the_cap_streams_to_disk_with_flat_memory(
 
     assert status.startswith("400")
     assert content == (
-        b'{"file":["The model is 314.6 MB; this task accepts models up to 104.9 MB."]}'
+        b'{"file":["The model is 300 MiB (314,572,800 bytes); this task accepts models up to '
+        b'100 MiB."]}'
     )
     assert body.bytes_read == body.length  # read whole, but only ever a chunk at a time
     assert peak < 16 * MB, f"{peak / MB:.1f} MB traced while reading 300 MB"
@@ -79,7 +80,7 @@ def test_the_cap_is_configurable(alice: Any, make_task: Any, settings: Any) -> N
     status, content = post_through_wsgi(body, token, body.length)
 
     assert status.startswith("413")
-    assert b"the largest accepted is 10.0 MB" in content
+    assert b"the largest accepted is 10 MiB" in content
     assert body.bytes_read == 0
 
 
@@ -89,6 +90,4 @@ def test_a_form_upload_over_the_cap_gets_a_plain_413(client: Any, settings: Any)
         "POST", "/tasks/digits/submit/", b"x" * 2000, content_type="application/octet-stream"
     )
     assert response.status_code == 413
-    assert response.content.decode() == (
-        "The upload is 2.0 KB; the largest accepted is 1000 bytes."
-    )
+    assert response.content.decode() == ("The upload is 2 KiB; the largest accepted is 1,000 B.")

@@ -1,5 +1,5 @@
 """An admin that cannot break (issue 14, item 6): whatever an operator types answers with a
-clear message and never a 500; sizes in MB; the target format per metric; a dataset summary;
+clear message and never a 500; sizes in MiB; the target format per metric; a dataset summary;
 the dataset kept across a failed form; result fields read-only; "Add submission" through the
 upload service; staff file links that work; no upload form on a closed task; baselines with a
 display name, each its own board row."""
@@ -104,14 +104,14 @@ def test_a_classification_output_is_one_dimension_of_classes(console: Client) ->
     assert "one score per class" in " ".join(errors["output_shape"])
 
 
-def test_the_max_model_size_is_typed_in_mb(console: Client) -> None:
+def test_the_max_model_size_is_typed_in_mib(console: Client) -> None:
     response = console.post(ADD_TASK, task_form(digits_like(n=40), max_model_mb="1.5"))
     assert response.status_code == 302
     task = Task.objects.get()
     assert task.max_model_bytes == int(1.5 * MB)
     page = console.get(f"/admin/submissions/task/{task.pk}/change/").content.decode()
     assert 'name="max_model_mb" value="1.5"' in page
-    assert "Max model size (MB)" in page
+    assert "Max model size (MiB)" in page
 
 
 @pytest.mark.parametrize(
@@ -146,8 +146,22 @@ def test_regression_and_depth_targets_are_checked_for_what_the_metric_needs(
 
 def test_the_dataset_summary_is_shown_after_upload_and_on_the_change_page(console: Client) -> None:
     response = console.post(ADD_TASK, task_form(digits_like(n=40)), follow=True)
-    summary = "40 rows (20 public, 20 private); inputs [1, 8, 8] float32; targets 10 classes"
+    summary = (
+        "40 rows (20 public, 20 private); inputs [1, 8, 8] float32; "
+        "targets: 10 classes declared, 10 present (labels 0..9)."
+    )
     assert summary in response.content.decode()  # the message after the save
+    task = Task.objects.get()
+    page = console.get(f"/admin/submissions/task/{task.pk}/change/").content.decode()
+    assert summary in page
+
+
+def test_the_summary_tells_declared_classes_from_those_present(console: Client) -> None:
+    arrays = digits_like(n=40)
+    arrays["targets"] = np.where(arrays["targets"] % 2 == 0, 22, 997).astype(np.int64)
+    response = console.post(ADD_TASK, task_form(arrays, output_shape="[1000]"), follow=True)
+    summary = "targets: 1000 classes declared, 2 present (labels 22..997)."
+    assert summary in response.content.decode()
     task = Task.objects.get()
     page = console.get(f"/admin/submissions/task/{task.pk}/change/").content.decode()
     assert summary in page

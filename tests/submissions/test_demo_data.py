@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from itertools import combinations
 from pathlib import Path
 
@@ -12,8 +13,12 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from submissions.demo import baselines, datasets
+from evaluation.inspect import inspect_model
+from evaluation.metrics import compute_family
+from submissions.demo import baselines, datasets, super_resolution
 from submissions.demo.baselines import Baseline
+from submissions.demo.tasks import TASKS
+from tests.evaluation.test_inspect import SPEC
 
 DEPTH_SHAPE = (3, datasets.DEPTH_SIZE, datasets.DEPTH_SIZE)
 
@@ -36,6 +41,11 @@ def depth_test() -> dict[str, np.ndarray]:
 @pytest.fixture(scope="module")
 def depth_models() -> list[Baseline]:
     return baselines.depth_baselines()
+
+
+@pytest.fixture(scope="module")
+def sr_models() -> list[Baseline]:
+    return super_resolution.sr_baselines()
 
 
 def predict(baseline: Baseline, inputs: np.ndarray) -> np.ndarray:
@@ -100,7 +110,8 @@ def test_shipped_digits_files_stay_small() -> None:
 
 def test_runtime_modules_do_not_import_sklearn_or_django() -> None:
     code = (
-        "import sys, submissions.demo.datasets, submissions.demo.baselines; "
+        "import sys, submissions.demo.datasets, submissions.demo.baselines, "
+        "submissions.demo.super_resolution; "
         "print(sorted(m for m in ('sklearn', 'django') if m in sys.modules))"
     )
     root = Path(__file__).resolve().parents[2]
@@ -151,6 +162,7 @@ def test_write_npz_round_trips_through_load_npz(tmp_path: Path) -> None:
     [
         ("digits_models", (1, 8, 8), (10,), 32),
         ("depth_models", DEPTH_SHAPE, DEPTH_SHAPE[1:], 8),
+        ("sr_models", (1, 16, 16), (1, 32, 32), 16),
     ],
 )
 def test_every_baseline_is_a_valid_model_with_a_symbolic_batch(
@@ -216,3 +228,55 @@ def test_the_digits_task_says_its_hidden_images_come_from_scikit_learn() -> None
     description = TASKS["digits"]["description"]
     assert "hidden images come from scikit-learn's digits set" in description
     assert "not a fair entry" in description
+
+
+# --- super-resolution x2 -------------------------------------------------------
+
+
+def test_sr_pairs_are_8_bit_images_whose_inputs_are_their_2x2_means() -> None:
+    rows = super_resolution.build_sr_dataset(n=8, seed=0)
+    assert rows["inputs"].shape == (8, 1, 16, 16) and rows["targets"].shape == (8, 1, 32, 32)
+    assert rows["inputs"].dtype == rows["targets"].dtype == np.float32
+    for images in (rows["inputs"], rows["targets"]):
+        levels = images * 255
+        np.testing.assert_allclose(levels, np.round(levels), atol=1e-4)
+        assert images.min() >= 0 and images.max() <= 1
+    means = rows["targets"].reshape(8, 1, 16, 2, 16, 2).mean(axis=(3, 5))
+    np.testing.assert_allclose(rows["inputs"], means, atol=0.5 / 255 + 1e-6)
+    again = super_resolution.build_sr_dataset(n=8, seed=0)
+    assert all(np.array_equal(rows[k], again[k]) for k in rows)
+    published = super_resolution.build_sr_training()
+    assert len(published["inputs"]) == super_resolution.SR_TRAIN_IMAGES
+    assert len(datasets.npz_bytes(published)) < 500_000
+    assert not np.array_equal(published["targets"][:8], rows["targets"])  # another seed
+
+
+def test_sr_baselines_improve_from_nearest_to_bicubic_to_learned(
+    sr_models: list[Baseline],
+) -> None:
+    test = super_resolution.build_sr_dataset(n=64, seed=0)
+    options = TASKS["sr-x2"]["metric_options"]
+    scores = {
+        b.name: compute_family("psnr", predict(b, test["inputs"]), test["targets"], options)
+        for b in sr_models
+    }
+    psnr = [scores[name]["psnr"] for name in ("nearest-x2", "bicubic-x2", "subpixel-conv-x2")]
+    assert psnr == sorted(psnr) and psnr[1] - psnr[0] > 1 and psnr[2] - psnr[1] > 0.2, scores
+    ssim = [scores[name]["ssim"] for name in ("nearest-x2", "bicubic-x2", "subpixel-conv-x2")]
+    assert ssim == sorted(ssim), scores
+
+
+def test_sr_baselines_pass_the_upload_inspection(sr_models: list[Baseline], tmp_path: Path) -> None:
+    task = TASKS["sr-x2"]
+    spec = replace(
+        SPEC,
+        batch_size=task["batch_size"],
+        input_shape=tuple(task["input_shape"]),
+        output_shape=tuple(task["output_shape"]),
+        metric=task["metric"],
+        metric_options=task["metric_options"],
+    )
+    for baseline in sr_models:
+        path = tmp_path / f"{baseline.name}.onnx"
+        path.write_bytes(baseline.onnx_bytes)
+        inspect_model(path, spec)

@@ -278,7 +278,7 @@ def test_a_tiny_models_latency_shows_in_microseconds_with_its_spread_and_conditi
     assert "data-unstable" in page and "timed without exclusivity" in page
     assert "181,234 batches in 5 passes" in page
     assert "550.54.15 / 12.4" in page and "1740 → 1695 MHz" in page and "61 → 64 °C" in page
-    assert "3.0\xa0GB of device memory" in page  # filesizeformat: a no-break space
+    assert "3 GiB of device memory" in page
     detail = client.get(f"/api/submissions/{tiny.pk}/").json()
     assert detail["latency_p50_ms"] == 0.0055371  # stored and served at full precision
     assert detail["latency_unstable"] is True and detail["timing_exclusive"] is False

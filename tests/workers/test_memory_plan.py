@@ -56,8 +56,8 @@ def test_a_plan_that_fits_the_card_is_accepted_and_one_that_does_not_names_the_o
 
     assert message == (
         "GPU memory plan for NVIDIA A40 GPU-x would exceed the card: this worker's share "
-        "28,672 MB plus 2 CUDA context(s) of 500 MB (EVAL_CUDA_CONTEXT_MB) and the shares of "
-        "a40-1 (20,480 MB) come to 50,152 MB, more than the 49,152 MB it has. Lower "
+        "28,672 MiB plus 2 CUDA context(s) of 500 MiB (EVAL_CUDA_CONTEXT_MB) and the shares of "
+        "a40-1 (20,480 MiB) come to 50,152 MiB, more than the 49,152 MiB it has. Lower "
         "EVAL_GPU_MEMORY_FRACTION (or EVAL_GPU_MEMORY_BYTES) on this worker or the others, or "
         "run fewer workers on this GPU."
     )
@@ -89,7 +89,7 @@ def test_a_worker_that_would_overcommit_its_gpu_refuses_to_start_naming_the_othe
 
     message = str(refused.value.code)
     assert message.startswith("worker a40-3 refuses to start: GPU memory plan for NVIDIA A40")
-    assert "the shares of a40-1 (20,480 MB), a40-2 (20,480 MB) come to" in message
+    assert "the shares of a40-1 (20,480 MiB), a40-2 (20,480 MiB) come to" in message
     assert "l4-1" not in message
     (state,) = [s for s in heartbeat.read_states(queue.connection) if s.name == "a40-3"]
     assert state.state == "stopped" and state.cuda_problem.startswith("GPU memory plan")
@@ -108,9 +108,9 @@ def test_a_worker_that_fits_takes_its_place_in_the_plan_shown_on_the_workers_pag
     plan = plan_of(states, uuid=A40.uuid, gpu_name="NVIDIA A40", total=48 * GIB)
     assert [w.name for w in plan.workers] == ["a40-1", "a40-2"]
     assert plan.planned == 20 * GIB + 12 * GIB + 2 * 500 * MB and not plan.overcommitted
-    page = Client().get("/workers/").content.decode().replace("\xa0", " ")  # filesizeformat
-    assert "memory plan: a40-1 20.0 GB + a40-2 12.0 GB" in page
-    assert "+ 2 × 500.0 MB CUDA context" in page and "of 48.0 GB" in page
+    page = Client().get("/workers/").content.decode()
+    assert "memory plan: a40-1 20 GiB + a40-2 12 GiB" in page
+    assert "+ 2 × 500 MiB CUDA context" in page and "of 48 GiB" in page
 
 
 def test_stale_workers_leave_the_plan(settings: Any, queue: Any, db: Any) -> None:

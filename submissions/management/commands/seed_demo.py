@@ -1,6 +1,7 @@
-"""Create the demo: users, the digits and depth tasks, and baseline submissions (queued).
+"""Create the demo: users, the digits, depth and super-resolution tasks, and baseline
+submissions (queued).
 
-Both tasks are timed on the ``gpu`` device class when this machine has a GPU the workers can use
+The tasks are timed on the ``gpu`` device class when this machine has a GPU the workers can use
 (the worker's own device rule), and on ``cpu`` otherwise, so the demo's workers can run them.
 
 Idempotent: running it again creates only what is missing.
@@ -17,7 +18,7 @@ from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management.base import BaseCommand
 
-from submissions.demo import baselines, datasets
+from submissions.demo import baselines, datasets, super_resolution
 from submissions.demo.tasks import DEMO_USERS, TASKS
 from submissions.lifecycle.services import submission_create
 from submissions.models import DeviceClass, Submission, Task
@@ -44,7 +45,13 @@ class Command(BaseCommand):
         depth = self._task("depth-448", lambda: datasets.build_depth_dataset(n=32, seed=0))
         self._publish(depth, "depth-train.npz", datasets.build_depth_training)
         self._baselines(depth, baselines.depth_baselines())
-        self.stdout.write(self.style.SUCCESS("Demo ready: tasks 'digits' and 'depth-448'."))
+        sr = self._task("sr-x2", lambda: super_resolution.build_sr_dataset(n=64, seed=0))
+        # No starter: it fits classifiers and per-pixel regressors, not an upscaler.
+        self._publish(sr, "sr-x2-train.npz", super_resolution.build_sr_training, starter=False)
+        self._baselines(sr, super_resolution.sr_baselines())
+        self.stdout.write(
+            self.style.SUCCESS("Demo ready: tasks 'digits', 'depth-448' and 'sr-x2'.")
+        )
 
     def _task(self, slug: str, arrays: Any) -> Task:
         task = Task.objects.filter(slug=slug).first()
@@ -61,7 +68,7 @@ class Command(BaseCommand):
         self.stdout.write(f"created task {slug}")
         return task
 
-    def _publish(self, task: Task, filename: str, rows: Any) -> None:
+    def _publish(self, task: Task, filename: str, rows: Any, *, starter: bool = True) -> None:
         """The task's training rows and the starter script, on its page's data section."""
         published = set(TaskFile.objects.filter(task=task).values_list("title", flat=True))
         if TRAINING_TITLE not in published:
@@ -72,6 +79,8 @@ class Command(BaseCommand):
                 content=datasets.npz_bytes(rows()),
                 description="inputs and targets as in the hidden set; no row of it is hidden.",
             )
+        if not starter:
+            return
         task_file_publish(
             task=task,
             title=STARTER_TITLE,

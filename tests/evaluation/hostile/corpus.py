@@ -71,7 +71,7 @@ def exact(text: str) -> str:
 # --- the corpus ---------------------------------------------------------------------------------
 
 _OOM = exact("The model ran out of memory: it needs more than the per-evaluation limit of ") + (
-    r"[\d,]+ MB on this worker\. It asked for [\d,]+ MB at once \(operator {op}\)\."
+    r"[\d,]+ MiB on this worker\. It asked for [\d,]+ MiB at once \(operator {op}\)\."
 )
 _CANNOT_LOAD = exact("onnxruntime could not load the model: ")
 
@@ -108,7 +108,10 @@ def _upload_cases() -> list[Case]:
             "oversize",
             oversize(),
             "upload",
-            exact("The model is 0.3 MB; this task accepts models up to 0.2 MB."),
+            exact(
+                f"The model is 0.31 MiB ({len(oversize()):,} bytes); this task accepts models "
+                "up to 0.19 MiB."
+            ),
         ),
         Case(
             "external-data-dotdot",
