@@ -33,10 +33,12 @@ from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job, JobStatus
 
-from evaluation.inspect import ModelInfo, ModelRejected, check_file_name, inspect_model
+from evaluation.inspect import ModelInfo, ModelRejected, check_file_name
+from evaluation.inspect_process import inspect_out_of_process
 from evaluation.runner import EvalResult
 from evaluation.timing import TimingProtocol
-from plumbing.refusals import Refused
+from plumbing.host_slots import SlotsFull, slot_held
+from plumbing.refusals import Refused, Unavailable
 from queueing.queues import class_queue, enqueue_in_one_round_trip, evaluation_redis
 from submissions.boards.leaderboard import (
     leaderboard_drain,
@@ -57,6 +59,13 @@ JOB_TIMEOUT_MARGIN_S = 300
 # rq lets a horse run this long past its job's timeout before it kills it: a stopping worker must
 # be given the job timeout plus this (compose's stop_grace_period, Kubernetes' grace period).
 RQ_KILL_WAIT_S = 60
+# What an upload refused for want of an inspection slot is told to wait: about one large
+# model's inspection.
+UPLOAD_BUSY_RETRY_AFTER_S = 15
+UPLOAD_BUSY = (
+    "The server is inspecting as many uploads as it can at once; nothing of this upload was "
+    "kept. Please upload it again in a moment."
+)
 
 
 class SubmissionRefused(Refused):
@@ -149,16 +158,33 @@ def submission_create(
         raise SubmissionRefused("file", str(exc)) from exc
     path, remove = _local_copy(upload)
     try:
-        try:
-            info = inspect_model(path, task.spec())
-        except ModelRejected as exc:
-            raise SubmissionRefused("file", str(exc)) from exc
+        info = _inspected(path, task)
         return _store_and_enqueue(
             user=user, task=task, path=path, name=name, info=info, description=description
         )
     finally:
         if remove:
             path.unlink(missing_ok=True)
+
+
+def _inspected(path: Path, task: Task) -> ModelInfo:
+    """What inspection finds in the model at ``path``, or SubmissionRefused saying why not.
+
+    The inspection runs in a process of its own, so the model's parsed graph never takes memory
+    in this (long-lived) web process, and holds one of this host's inspection slots, so no
+    number of uploads at once can take more memory than the slots allow. An upload that finds
+    none free within UPLOAD_INSPECTIONS_WAIT_S is answered 503 (Unavailable)."""
+    try:
+        with slot_held(
+            settings.UPLOAD_INSPECTIONS_DIR,
+            settings.UPLOAD_INSPECTIONS_MAX,
+            wait_s=settings.UPLOAD_INSPECTIONS_WAIT_S,
+        ):
+            return inspect_out_of_process(path, task.spec())
+    except SlotsFull:
+        raise Unavailable(UPLOAD_BUSY, retry_after_s=UPLOAD_BUSY_RETRY_AFTER_S) from None
+    except ModelRejected as exc:
+        raise SubmissionRefused("file", str(exc)) from exc
 
 
 def _store_and_enqueue(
