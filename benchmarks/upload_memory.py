@@ -53,26 +53,31 @@ SLUG = "bench-upload-memory"
 
 
 def model_file(directory: Path, megabytes: int, seed: int) -> Path:
-    """A digits classifier of about ``megabytes`` MB: the bulk is an initializer that ReduceSum
-    and a multiplication by zero add to the logits, so the whole graph is needed to run it.
-    ``seed`` fills it, so each file differs (the portal refuses a duplicate)."""
-    ballast = np.full(megabytes * MB // 4, seed, np.float32)
+    """A digits classifier of about ``megabytes`` MB. The bulk is weights the size of a
+    transformer's (768 x 768 float32, as ViT-B/16 has), summed and multiplied by zero into the
+    logits, so the whole graph is needed to run it: many medium tensors, as a real network has,
+    are what a long-lived process's allocator keeps after parsing, where one huge tensor would be
+    mapped and unmapped whole. ``seed`` fills them, so each file differs (the portal refuses a
+    duplicate)."""
+    block = np.full((768, 768), seed, np.float32)
+    blocks = [f"w{i}" for i in range(max(1, megabytes * MB // block.nbytes))]
     x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 8, 8])
     y = helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 10])
     nodes = [
         helper.make_node("Flatten", ["input"], ["flat"], axis=1),
         helper.make_node("MatMul", ["flat", "W"], ["logits"]),
-        helper.make_node("ReduceSum", ["ballast"], ["total"], keepdims=0),
+        helper.make_node("Sum", blocks, ["blocks"]),
+        helper.make_node("ReduceSum", ["blocks"], ["total"], keepdims=0),
         helper.make_node("Mul", ["total", "zero"], ["nothing"]),
         helper.make_node("Add", ["logits", "nothing"], ["output"]),
     ]
     init = [
         numpy_helper.from_array(np.eye(64, 10, dtype=np.float32), "W"),
-        numpy_helper.from_array(ballast, "ballast"),
         numpy_helper.from_array(np.array(0, np.float32), "zero"),
+        *(numpy_helper.from_array(block, name) for name in blocks),
     ]
     path = directory / f"model-{megabytes}-{seed}.onnx"
-    path.write_bytes(finish(helper.make_graph(nodes, "ballast", [x], [y], init)))
+    path.write_bytes(finish(helper.make_graph(nodes, "blocks", [x], [y], init)))
     return path
 
 
