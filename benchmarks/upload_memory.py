@@ -270,10 +270,11 @@ def main() -> None:
         redis = RedisServer(
             site_load._free_port(), stack.enter_context(open(f"{tmp}/redis.log", "ab"))
         )
+        stack.callback(redis.stop)  # first: a start that fails may have left it running
         redis.start()
-        stack.callback(redis.stop)
         env = {
-            **os.environ, **site_load.SITE_ENV, "LOG_LEVEL": "WARNING", "REDIS_URL": redis.url,
+            **os.environ, **site_load.SITE_ENV, "LOG_LEVEL": "WARNING",
+            "ALLOWED_HOSTS": "127.0.0.1,testserver", "REDIS_URL": redis.url,
             "DATABASE_URL": urlunsplit(admin._replace(path=f"/{name}")),
             "PORTAL_VAR_DIR": tmp, "MEDIA_ROOT": f"{tmp}/media",
             "SECRET_KEY": os.environ.get("SECRET_KEY") or "upload-memory-only-" + "x" * 40,
