@@ -33,7 +33,7 @@ from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job, JobStatus
 
-from evaluation.inspect import ModelInfo, ModelRejected, check_file_name
+from evaluation.inspect import ModelInfo, ModelRejected, check_file_name, inspect_model
 from evaluation.inspect_process import inspect_out_of_process
 from evaluation.runner import EvalResult
 from evaluation.timing import TimingProtocol
@@ -170,11 +170,16 @@ def submission_create(
 def _inspected(path: Path, task: Task) -> ModelInfo:
     """What inspection finds in the model at ``path``, or SubmissionRefused saying why not.
 
-    The inspection runs in a process of its own, so the model's parsed graph never takes memory
-    in this (long-lived) web process, and holds one of this host's inspection slots, so no
-    number of uploads at once can take more memory than the slots allow. An upload that finds
-    none free within UPLOAD_INSPECTIONS_WAIT_S is answered 503 (Unavailable)."""
+    Parsing a model holds about twice its size, and a long-lived web process keeps much of what
+    a large one took. So a model of UPLOAD_INSPECT_OUT_OF_PROCESS_BYTES or more is inspected in
+    a process of its own, holding one of this host's inspection slots: no number of uploads at
+    once can take more memory than the slots allow, and one that finds none free within
+    UPLOAD_INSPECTIONS_WAIT_S is answered 503 (Unavailable). A smaller model is inspected here:
+    its memory is small, and starting a process would cost its upload many times its inspection.
+    """
     try:
+        if path.stat().st_size < settings.UPLOAD_INSPECT_OUT_OF_PROCESS_BYTES:
+            return inspect_model(path, task.spec())
         with slot_held(
             settings.UPLOAD_INSPECTIONS_DIR,
             settings.UPLOAD_INSPECTIONS_MAX,

@@ -1,6 +1,7 @@
 """Uploads in bounded memory: the web process stores what a child process's inspection found,
 and when every inspection slot of the host is taken an upload is answered 503 with Retry-After,
-keeping nothing (no row, no stored file, no temporary file)."""
+keeping nothing (no row, no stored file, no temporary file). A model under
+UPLOAD_INSPECT_OUT_OF_PROCESS_BYTES is inspected in the web process and needs no slot."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ def temporary_files(settings: Any, tmp_path: Path) -> Path:
     uploads.mkdir()
     settings.FILE_UPLOAD_TEMP_DIR = str(uploads)
     settings.UPLOAD_INSPECTIONS_DIR = tmp_path / "slots"
+    settings.UPLOAD_INSPECT_OUT_OF_PROCESS_BYTES = 0  # these small test models too
     settings.UPLOAD_INSPECTIONS_MAX = 1
     settings.UPLOAD_INSPECTIONS_WAIT_S = 0
     return uploads
@@ -129,3 +131,18 @@ def test_a_refused_model_leaves_no_temporary_file_and_frees_its_slot(
     assert list(temporary_files.iterdir()) == []
     with slot_held(settings.UPLOAD_INSPECTIONS_DIR, 1):
         pass
+
+
+def test_a_model_under_the_out_of_process_size_needs_no_slot(
+    alice: Any, make_task: Any, queue: Any, settings: Any, temporary_files: Path
+) -> None:
+    settings.UPLOAD_INSPECT_OUT_OF_PROCESS_BYTES = len(model_bytes()) + 1
+    task = make_task()
+    with slot_held(settings.UPLOAD_INSPECTIONS_DIR, 1):
+        response = api_client(alice).post(
+            "/api/submissions/",
+            {"task": task.slug, "file": onnx_upload(model_bytes())},
+            format="multipart",
+        )
+    assert response.status_code == 201, response.content
+    assert list(temporary_files.iterdir()) == []
