@@ -212,7 +212,8 @@ def accepted(args: argparse.Namespace, env: dict[str, str], scratch: Path) -> No
         warm_up = model_file(scratch, 1, seed)
         print(f"after starting: {worker.memory_info().rss / MiB:.0f} MiB; ", end="")
         assert post_model(base, token, warm_up) == 201, "the warm-up upload was refused"
-        print(f"after a 1 MB upload: {worker.memory_info().rss / MiB:.0f} MiB")
+        rss = worker.memory_info().rss / MiB
+        print(f"after a first upload ({warm_up.stat().st_size / MB:.1f} MB): {rss:.0f} MiB")
         for size in args.sizes:
             for at_once in args.at_once:
                 paths = []
