@@ -33,18 +33,17 @@ from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job, JobStatus
 
-from evaluation.inspect import ModelInfo, ModelRejected, check_file_name, inspect_model
-from evaluation.inspect_process import inspect_out_of_process
+from evaluation.inspect import ModelInfo, ModelRejected, check_file_name
 from evaluation.runner import EvalResult
 from evaluation.timing import TimingProtocol
-from plumbing.host_slots import SlotsFull, slot_held
-from plumbing.refusals import Refused, Unavailable
+from plumbing.refusals import Refused
 from queueing.queues import class_queue, enqueue_in_one_round_trip, evaluation_redis
 from submissions.boards.leaderboard import (
     leaderboard_drain,
     leaderboard_result_pending,
     leaderboard_submissions_changed,
 )
+from submissions.lifecycle.inspection import upload_inspected
 from submissions.lifecycle.quotas import quota_and_duplicate, team_id_of
 from submissions.lifecycle.turns import RERUN_PRIORITY
 from submissions.models import DatasetVersion, Submission, Task, Team
@@ -59,13 +58,6 @@ JOB_TIMEOUT_MARGIN_S = 300
 # rq lets a horse run this long past its job's timeout before it kills it: a stopping worker must
 # be given the job timeout plus this (compose's stop_grace_period, Kubernetes' grace period).
 RQ_KILL_WAIT_S = 60
-# What an upload refused for want of an inspection slot is told to wait: about one large
-# model's inspection.
-UPLOAD_BUSY_RETRY_AFTER_S = 15
-UPLOAD_BUSY = (
-    "The server is inspecting as many uploads as it can at once; nothing of this upload was "
-    "kept. Please upload it again in a moment."
-)
 
 
 class SubmissionRefused(Refused):
@@ -158,38 +150,16 @@ def submission_create(
         raise SubmissionRefused("file", str(exc)) from exc
     path, remove = _local_copy(upload)
     try:
-        info = _inspected(path, task)
+        try:
+            info = upload_inspected(path, task.spec())
+        except ModelRejected as exc:
+            raise SubmissionRefused("file", str(exc)) from exc
         return _store_and_enqueue(
             user=user, task=task, path=path, name=name, info=info, description=description
         )
     finally:
         if remove:
             path.unlink(missing_ok=True)
-
-
-def _inspected(path: Path, task: Task) -> ModelInfo:
-    """What inspection finds in the model at ``path``, or SubmissionRefused saying why not.
-
-    Parsing a model holds about twice its size, and a long-lived web process keeps much of what
-    a large one took. So a model of UPLOAD_INSPECT_OUT_OF_PROCESS_BYTES or more is inspected in
-    a process of its own, holding one of this host's inspection slots: no number of uploads at
-    once can take more memory than the slots allow, and one that finds none free within
-    UPLOAD_INSPECTIONS_WAIT_S is answered 503 (Unavailable). A smaller model is inspected here:
-    its memory is small, and starting a process would cost its upload many times its inspection.
-    """
-    try:
-        if path.stat().st_size < settings.UPLOAD_INSPECT_OUT_OF_PROCESS_BYTES:
-            return inspect_model(path, task.spec())
-        with slot_held(
-            settings.UPLOAD_INSPECTIONS_DIR,
-            settings.UPLOAD_INSPECTIONS_MAX,
-            wait_s=settings.UPLOAD_INSPECTIONS_WAIT_S,
-        ):
-            return inspect_out_of_process(path, task.spec())
-    except SlotsFull:
-        raise Unavailable(UPLOAD_BUSY, retry_after_s=UPLOAD_BUSY_RETRY_AFTER_S) from None
-    except ModelRejected as exc:
-        raise SubmissionRefused("file", str(exc)) from exc
 
 
 def _store_and_enqueue(

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from accounts.services import api_token_create
 from evaluation.inspect import inspect_model
 from plumbing.host_slots import slot_held
-from submissions.lifecycle.services import UPLOAD_BUSY, UPLOAD_BUSY_RETRY_AFTER_S
+from submissions.lifecycle.inspection import UPLOAD_BUSY, UPLOAD_BUSY_RETRY_AFTER_S
 from submissions.models import Submission
 from tests.builders import linear_classifier
 from tests.conftest import onnx_upload
