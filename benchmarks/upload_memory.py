@@ -10,8 +10,8 @@ uploaded through the API, ``--at-once`` of them together, to gunicorn run as pro
 lands in the one process measured. The stack is the benchmark's own: a database
 ``<DATABASE_URL's name>_upload_memory`` on the same server and a redis-server on a free port,
 both gone afterwards. For each case: the worker's RSS before, its peak while the uploads were
-handled, after (3 s after the last answer), and the peak of the worker together with the
-inspection processes it started (the host's share).
+handled, after (3 s after the last answer), the peak of the worker together with the
+inspection processes it started (the host's share), and the time until the last answer.
 
 ``--refused``: bodies the portal refuses, sent through the WSGI application in this process: how
 many bytes the server read, the peak Python memory traced (tracemalloc), the growth of the
@@ -142,6 +142,7 @@ class PeakRss:
 def measure(base: str, token: str, worker: psutil.Process, paths: list[Path]) -> dict[str, str]:
     before = worker.memory_info().rss
     statuses: list[int] = []
+    started = time.perf_counter()
     with PeakRss(worker) as peak:
         threads = [
             threading.Thread(target=lambda p=p: statuses.append(post_model(base, token, p)))
@@ -151,6 +152,7 @@ def measure(base: str, token: str, worker: psutil.Process, paths: list[Path]) ->
             t.start()
         for t in threads:
             t.join()
+    elapsed = time.perf_counter() - started
     time.sleep(3)
     after = worker.memory_info().rss
     return {
@@ -160,6 +162,7 @@ def measure(base: str, token: str, worker: psutil.Process, paths: list[Path]) ->
         "after": f"{after / MiB:.0f} MiB",
         "after - before": f"{(after - before) / MiB:+.0f} MiB",
         "peak with inspections": f"{peak.with_children / MiB:.0f} MiB",
+        "time to the last answer": f"{elapsed:.1f} s",
     }
 
 
