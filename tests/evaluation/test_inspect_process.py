@@ -3,14 +3,19 @@ model's memory is the child's, not the caller's."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import onnx
+import psutil
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -178,3 +183,32 @@ def test_the_model_is_held_in_memory_by_the_child_not_by_the_caller(tmp_path: Pa
     model_kib = path.stat().st_size // 1024
     assert measured["child_peak_kib"] > model_kib
     assert measured["self_growth_kib"] < model_kib // 4
+
+
+def test_an_inspection_killed_from_outside_is_refused_saying_so(tmp_path: Path) -> None:
+    """As the kernel's OOM killer would end it: the upload is refused, the web process lives."""
+    path = write(tmp_path, good_model())
+    outcome: list[BaseException] = []
+
+    def inspect() -> None:
+        try:
+            inspect_out_of_process(path, DIGITS_SPEC)
+        except BaseException as exc:  # the outcome is what the test reads
+            outcome.append(exc)
+
+    inspecting = threading.Thread(target=inspect)
+    inspecting.start()
+    deadline = time.monotonic() + 30
+    killed = False
+    while not killed and time.monotonic() < deadline:
+        for child in psutil.Process().children():
+            with contextlib.suppress(psutil.Error):
+                if str(path) in child.cmdline():
+                    child.send_signal(signal.SIGKILL)
+                    killed = True
+        time.sleep(0.005)
+    inspecting.join(30)
+    assert killed, "the inspection process was never seen"
+    assert len(outcome) == 1 and isinstance(outcome[0], ModelRejected), outcome
+    assert str(outcome[0]).startswith("The model could not be inspected: the inspection ended")
+    assert "SIGKILL" in str(outcome[0])
