@@ -181,8 +181,8 @@ def task_upload(request: HttpRequest, slug: str) -> HttpResponse:
             ),
             form=form,
         )
-    except Unavailable as busy:  # the API's 503, as a page
-        page = _upload_page(request, task, UploadForm(), refusal=busy.message, status=503)
+    except Unavailable as busy:  # the API's 503, as a page keeping what was typed
+        page = _upload_page(request, task, form, refusal=busy.message, status=503)
         page["Retry-After"] = str(busy.retry_after_s)
         return page
     if submission is None:

@@ -108,10 +108,14 @@ def test_a_form_upload_finding_every_slot_taken_says_so_with_503_and_keeps_nothi
     client = Client()
     client.force_login(alice)
     with slot_held(settings.UPLOAD_INSPECTIONS_DIR, 1):
-        response = client.post(f"/tasks/{task.slug}/submit/", {"file": onnx_upload(model_bytes())})
+        response = client.post(
+            f"/tasks/{task.slug}/submit/",
+            {"file": onnx_upload(model_bytes()), "description": "my wide variant"},
+        )
     assert response.status_code == 503
     assert response["Retry-After"] == str(UPLOAD_BUSY_RETRY_AFTER_S)
     assert UPLOAD_BUSY in response.content.decode()
+    assert "my wide variant" in response.content.decode()  # what they typed is still there
     assert Submission.objects.count() == 0
     assert stored_models(settings) == []
     assert list(temporary_files.iterdir()) == []
