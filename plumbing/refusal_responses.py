@@ -11,6 +11,8 @@ The API (``api_exception_handler``, REST_FRAMEWORK's EXCEPTION_HANDLER):
 - the database unreachable (``OperationalError``, ``InterfaceError``), or Redis for a view whose
   data lives there (the workers' heartbeats): 503 ``{"detail": why}`` with ``Retry-After``, JSON
   like every other answer of the API;
+- ``Unavailable`` (the server busy, e.g. every upload inspection slot taken): 503
+  ``{"detail": why}`` with its ``Retry-After``;
 - everything else as DRF answers it (a throttle's 429 with Retry-After included).
 
 A form view (``attempt``) shows a refusal on its form (its field, else the whole form) or, with
@@ -36,7 +38,7 @@ from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from plumbing.refusals import Refused
+from plumbing.refusals import Refused, Unavailable
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -56,6 +58,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         exc = ValidationError({exc.field: [exc.message]}) if exc.field else Conflict(exc.message)
     elif isinstance(exc, ObjectDoesNotExist):
         exc = NotFound(str(exc))
+    elif isinstance(exc, Unavailable):
+        return _unavailable(exc.message, exc.retry_after_s)
     elif database_unavailable(exc):
         log.warning("API request failed: the database is unavailable: %s", exc)
         return _unavailable(DATABASE_UNAVAILABLE)
@@ -72,11 +76,11 @@ def database_unavailable(exc: BaseException) -> bool:
     return isinstance(exc, OperationalError | InterfaceError)
 
 
-def _unavailable(why: str) -> Response:
+def _unavailable(why: str, retry_after_s: int = DATABASE_RETRY_AFTER_S) -> Response:
     return Response(
         {"detail": why},
         status=status.HTTP_503_SERVICE_UNAVAILABLE,
-        headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
+        headers={"Retry-After": str(retry_after_s)},
     )
 
 

@@ -22,3 +22,13 @@ class Refused(Exception):
         self.message = message
         self.field = field
         self.url = url
+
+
+class Unavailable(Exception):
+    """A request that cannot be served now, through no fault of its own (the server is busy):
+    answered 503 with ``Retry-After: retry_after_s``, ``message`` for the person who made it."""
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after_s = retry_after_s

@@ -219,6 +219,17 @@ FILE_UPLOAD_HANDLERS = ["django.core.files.uploadhandler.TemporaryFileUploadHand
 FILE_UPLOAD_MAX_MEMORY_SIZE = 0
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 2 * 1024**3, minimum=1)  # ONNX protobuf max: 2 GiB
+# A model of UPLOAD_INSPECT_OUT_OF_PROCESS_BYTES or more is inspected in a process of its own
+# (parsing holds about twice the model's size, which a long-lived web process would keep much
+# of); at most UPLOAD_INSPECTIONS_MAX such processes run at once among the web processes that
+# share VAR_DIR (one host's). An upload waits up to UPLOAD_INSPECTIONS_WAIT_S for its turn,
+# then is answered 503 + Retry-After. Smaller models are inspected in the web process.
+UPLOAD_INSPECT_OUT_OF_PROCESS_BYTES = env_int(
+    "UPLOAD_INSPECT_OUT_OF_PROCESS_BYTES", 8 * 1024**2, minimum=0
+)
+UPLOAD_INSPECTIONS_MAX = env_int("UPLOAD_INSPECTIONS_MAX", 2, minimum=1)
+UPLOAD_INSPECTIONS_WAIT_S = env_int("UPLOAD_INSPECTIONS_WAIT_S", 30, minimum=0)
+UPLOAD_INSPECTIONS_DIR = VAR_DIR / "upload-inspections"
 
 # --- Redis: the queue and the shared cache, nothing that cannot be rebuilt from the database ---
 REDIS_URL = env_str("REDIS_URL") or ""

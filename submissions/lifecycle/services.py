@@ -33,7 +33,7 @@ from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
 from rq.job import Job, JobStatus
 
-from evaluation.inspect import ModelInfo, ModelRejected, check_file_name, inspect_model
+from evaluation.inspect import ModelInfo, ModelRejected, check_file_name
 from evaluation.runner import EvalResult
 from evaluation.timing import TimingProtocol
 from plumbing.refusals import Refused
@@ -43,6 +43,7 @@ from submissions.boards.leaderboard import (
     leaderboard_result_pending,
     leaderboard_submissions_changed,
 )
+from submissions.lifecycle.inspection import upload_inspected
 from submissions.lifecycle.quotas import quota_and_duplicate, team_id_of
 from submissions.lifecycle.turns import RERUN_PRIORITY
 from submissions.models import DatasetVersion, Submission, Task, Team
@@ -151,7 +152,7 @@ def submission_create(
     path, remove = _local_copy(upload)
     try:
         try:
-            info = inspect_model(path, task.spec())
+            info = upload_inspected(path, task.spec())
         except ModelRejected as exc:
             raise SubmissionRefused("file", str(exc)) from exc
         return _store_and_enqueue(

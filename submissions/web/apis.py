@@ -38,6 +38,10 @@ from submissions.web.serializers import (
 )
 
 NOT_FOUND = OpenApiResponse(description="No such task or submission visible to you.")
+INSPECTIONS_BUSY = OpenApiResponse(
+    description="Every upload inspection slot stayed taken: nothing was kept; upload again "
+    "after Retry-After seconds ({detail: why})."
+)
 SELECTION_REFUSED = OpenApiResponse(
     description="The selection cannot change: the task takes no finals or has closed, the "
     "submission did not succeed, or the limit is reached ({detail: why})."
@@ -137,7 +141,7 @@ class SubmissionListApi(APIView):
 
     @extend_schema(
         request={"multipart/form-data": SubmissionCreateSerializer},
-        responses={201: SubmissionSerializer, 400: BAD_REQUEST},
+        responses={201: SubmissionSerializer, 400: BAD_REQUEST, 503: INSPECTIONS_BUSY},
     )
     def post(self, request: Request) -> Response:
         form = params_validated(SubmissionCreateSerializer, request.data)

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 
 from plumbing.ratelimit import refused_page
 from plumbing.refusal_responses import attempt, or_404
+from plumbing.refusals import Unavailable
 from plumbing.throttles import upload_rate_hit
 from submissions.boards.display import (
     failure_advice,
@@ -169,13 +170,21 @@ def task_upload(request: HttpRequest, slug: str) -> HttpResponse:
     if not form.is_valid():
         return _upload_page(request, task, form, status=400)
     fields = form.cleaned_data
-    submission = attempt(
-        request,
-        lambda: submission_create(
-            user=request.user, task=task, upload=fields["file"], description=fields["description"]
-        ),
-        form=form,
-    )
+    try:
+        submission = attempt(
+            request,
+            lambda: submission_create(
+                user=request.user,
+                task=task,
+                upload=fields["file"],
+                description=fields["description"],
+            ),
+            form=form,
+        )
+    except Unavailable as busy:  # the API's 503, as a page keeping what was typed
+        page = _upload_page(request, task, form, refusal=busy.message, status=503)
+        page["Retry-After"] = str(busy.retry_after_s)
+        return page
     if submission is None:
         return _upload_page(request, task, form, status=400)
     notice = selectors.task_device_notice(task=task)

@@ -29,7 +29,7 @@ def documented(schema: dict[str, Any], method: str, path: str) -> set[str]:
         ("get", "/api/tasks/{slug}/leaderboard/", {"200", "400", "401", "404", "429"}),
         ("get", "/api/workers/", {"200", "400", "401", "429"}),
         ("get", "/api/submissions/", {"200", "400", "401", "429"}),
-        ("post", "/api/submissions/", {"201", "400", "401", "429"}),
+        ("post", "/api/submissions/", {"201", "400", "401", "429", "503"}),  # 503: busy
         ("get", "/api/tasks/{slug}/quota/", {"200", "401", "404", "429"}),
         ("post", "/api/auth/token/", {"200", "400", "409", "429"}),
         ("delete", "/api/auth/tokens/{id}/", {"204", "401", "404", "429"}),
