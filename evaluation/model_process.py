@@ -133,13 +133,15 @@ def _error(exc: BaseException) -> dict[str, Any]:
     return {"op": "error", "kind": "internal", "message": traceback.format_exc()}
 
 
-def _start(channel: Channel, start: Message) -> Protections:
+def _start(channel: Channel, start: Message, base_vm: int | None) -> Protections:
     """This process confined, the engine imported, onnxruntime warmed up when the worker says so.
 
     Confined before onnxruntime is imported: importing it starts a thread, and an unshared
     namespace needs a single-threaded process, Landlock binds the threads started after it. numpy
     is imported already (the channel's), before confinement, which counts its mappings in; onnx
-    is imported only for a job that asks for costs (evaluation.profiled_shapes)."""
+    is imported only for a job that asks for costs (evaluation.profiled_shapes). A process forked
+    by the model process server (``evaluation.model_server``) has onnxruntime mapped already:
+    ``base_vm`` is what the server mapped before it, so its limit is the one it would have had."""
     config = start.header["config"]
     added = config.get("address_space_added_bytes")
     threads = config["device"].get("intra_op_threads") or os.cpu_count() or 1
@@ -149,7 +151,9 @@ def _start(channel: Channel, start: Message) -> Protections:
             read_paths=tuple(config["read_paths"]),
             device_paths=tuple(config.get("device_paths", ())),
             cpu_seconds=config.get("cpu_seconds"),
-            address_space_bytes=_vm_size() + _engine_bytes(threads) + int(added) if added else None,
+            address_space_bytes=(
+                (base_vm or _vm_size()) + _engine_bytes(threads) + int(added) if added else None
+            ),
             network_namespace=bool(config.get("network_namespace", True)),
         )
     )
@@ -170,12 +174,12 @@ def _engine_bytes(threads: int) -> int:
     return ENGINE_LIBRARIES_BYTES + threads * THREAD_STACK_BYTES
 
 
-def main() -> None:
+def main(base_vm: int | None = None) -> None:
     channel = Channel(0, os.dup(1))
     os.dup2(2, 1)  # a library's print must not land in the channel
     try:
         start = channel.receive()  # how to confine and warm up (never on the command line)
-        protections = _start(channel, start)
+        protections = _start(channel, start, base_vm)
     except BaseException:
         print(traceback.format_exc(), file=sys.stderr)
         os._exit(3)
