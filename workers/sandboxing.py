@@ -114,6 +114,12 @@ def stop_server() -> None:
         server.stop()
 
 
+def server_pid() -> int | None:
+    """The pid of the worker's model process server, while it runs."""
+    server = _server
+    return server.process.pid if server is not None and server.alive() else None
+
+
 def start_ahead(device: DeviceConfig) -> None:
     """Start this worker's next model process now, to wait, warm, for the job."""
     global _spare
