@@ -1,18 +1,20 @@
 """The model's process: a fresh interpreter that loads and runs one untrusted model, confined.
 
 Started by the worker (``evaluation.sandbox.ModelProcess``) with ``python -m
-evaluation.model_process``, with a clean environment (none of the portal's settings or
-credentials), no file descriptor but its channel (stdin, stdout) and stderr, and a private
-scratch directory as its working and temporary directory. Its first message says how to confine
-itself and warm up. It confines itself (``evaluation.confine``: no network, a read-only view of its
-libraries, no exec, no fork, resource limits), warms onnxruntime up and says it is ready. Then
+evaluation.model_process``, or forked, from ``main`` on, by the worker's model process server
+(``evaluation.model_server``, started the same way), with a clean environment (none of the
+portal's settings or credentials), no file descriptor but its channel (stdin, stdout) and
+stderr, and a private scratch directory as its working and temporary directory. Its first
+message says how to confine itself and warm up. It confines itself (``evaluation.confine``: no
+network, a read-only view of its libraries, no exec, no fork, resource limits), warms
+onnxruntime up and says it is ready. Then
 it takes one job: the model's bytes, the inputs and how to run them; it sends back the
 predictions, the timing and, when asked, the costs a run observes. It never sees the targets:
 the worker scores the predictions. While it runs, the timing lock, the device readings and the
 progress bar are the worker's: asked for over the channel (``RemoteHooks``).
 
 A fork of the worker would carry the worker's secrets in its memory; this process starts from an
-exec and imports nothing of Django or of the portal's settings.
+exec (its own, or the server's) and imports nothing of Django or of the portal's settings.
 """
 
 from __future__ import annotations

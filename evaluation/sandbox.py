@@ -1,5 +1,6 @@
-"""The worker's side of a model process (``evaluation.model_process``): start it, hand it one
-job, answer its questions, take its predictions, stop it.
+"""The worker's side of a model process (``evaluation.model_process``): start it (from a fresh
+interpreter, or forked by the worker's ``evaluation.model_server``), hand it one job, answer its
+questions, take its predictions, stop it.
 
 Started ahead of its job where it can be (it imports onnxruntime and sets it up, CUDA included,
 before any model is known), one process per model: whatever a model does to its process ends
