@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from django.conf import settings
+from rq.exceptions import StopRequested
 
 from evaluation.confine import Protections, default_read_paths, probe
 from evaluation.model_server import ModelServer, ServerUnavailable
@@ -138,6 +139,9 @@ def prepare_ahead(device: DeviceConfig) -> None:
                 turn.give_way(settings.EVAL_TIMING_LOCK_WAIT_S)
             if _spare is not None:
                 _spare[1].wait_ready()
+    except StopRequested:  # rq's SIGTERM handler, landing here: a warm shutdown, not a failure
+        stop_spare()
+        raise
     except Exception as exc:
         log.warning("model process not started ahead (%s)", exc)
         stop_spare()

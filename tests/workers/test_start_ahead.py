@@ -11,6 +11,7 @@ from typing import Any
 import psutil
 import pytest
 from django.db import connection
+from rq.exceptions import StopRequested
 
 from queueing import heartbeat
 from submissions.lifecycle import services
@@ -25,6 +26,8 @@ from tests.workers.fleet_support import (
     submit,
     wait_for,
 )
+from workers import sandboxing
+from workers.device import device_config
 from workers.worker import EvaluationWorker
 
 _ = start_worker  # a fixture, used by name
@@ -154,3 +157,18 @@ def test_the_worker_is_shown_busy_with_a_submission_before_its_job_claims_it(
     first_of_each = {sid: claimed for sid, claimed in reversed(busy)}
     assert set(first_of_each.values()) == {0}  # announced before its claim
     assert published[-1][0] == "stopped"
+
+
+def test_a_shutdown_request_while_starting_ahead_goes_through(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """rq's SIGTERM handler raises StopRequested wherever the worker is; starting ahead, which
+    logs and carries on after its own failures, must let it through or the worker never stops
+    (a benchmark's worker did not)."""
+
+    def signal_lands_here(device: Any) -> None:
+        raise StopRequested()
+
+    monkeypatch.setattr(sandboxing, "new_model_process", signal_lands_here)
+    with pytest.raises(StopRequested):
+        sandboxing.prepare_ahead(device_config("ahead-stop"))
