@@ -37,6 +37,7 @@ from typing import Any
 PR_SET_PDEATHSIG = 1
 MESSAGE_MAX = 1 << 16
 STOP_WAIT_S = 10.0
+SPAWN_WAIT_S = 60.0  # the first request waits for the server's imports
 
 
 class ServerUnavailable(Exception):
@@ -178,19 +179,22 @@ class ModelServer:
         with self.lock:
             try:
                 socket.send_fds(self.control, [request], [read_fd, write_fd])
-                reply = self._next_reply()
+                reply = self._next_reply(time.monotonic() + SPAWN_WAIT_S)
             except OSError as exc:
                 self.gone = True
                 raise ServerUnavailable(f"the model process server is gone ({exc})") from exc
-        if reply.get("op") != "forked":
-            raise ServerUnavailable(f"the model process server refused: {reply.get('why')}")
-        return ForkedProcess(self, int(reply["pid"]))
+            if reply.get("op") != "forked":
+                raise ServerUnavailable(f"the model process server refused: {reply.get('why')}")
+            pid = int(reply["pid"])
+            self.exits.pop(pid, None)  # an earlier process's, whose pid this one reuses
+        return ForkedProcess(self, pid)
 
-    def _next_reply(self) -> dict[str, Any]:
+    def _next_reply(self, deadline: float) -> dict[str, Any]:
         while True:
-            message = self._read(None)
+            message = self._read(max(deadline - time.monotonic(), 0.0))
             if message is None:
-                raise ServerUnavailable("the model process server is gone")
+                self.gone = True  # gone, or so slow that the worker starts its own
+                raise ServerUnavailable("the model process server is gone or does not answer")
             if message.get("op") != "exit":
                 return message
 
