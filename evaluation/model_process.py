@@ -82,7 +82,6 @@ class RemoteHooks:
 
 def _run(channel: Channel, job: Message, allow_test_hook: bool) -> None:
     """Load and run the job's model; send its result, or what went wrong."""
-    from evaluation.profiled_shapes import costs_from_run
     from evaluation.runner import (
         DeviceConfig,
         EvaluationError,
@@ -117,6 +116,9 @@ def _run(channel: Channel, job: Message, allow_test_hook: bool) -> None:
     costs = None
     if job.header.get("complete_costs"):
         with contextlib.suppress(Exception):  # the result stands without them
+            # Imported here: it imports onnx, which most jobs never need.
+            from evaluation.profiled_shapes import costs_from_run
+
             batch = first_inputs_batch(inputs, spec)
             costs = dataclasses.asdict(costs_from_run(model_bytes, batch))
     timing = dataclasses.asdict(run.timing)
