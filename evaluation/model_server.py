@@ -250,18 +250,21 @@ class ForkedProcess:
     def __init__(self, server: ModelServer, pid: int) -> None:
         self.server = server
         self.pid = pid
-        self.pidfd = os.pidfd_open(pid)
         self.returncode: int | None = None
         self.cpu_s: float | None = None
+        try:
+            self.pidfd: int | None = os.pidfd_open(pid)
+        except ProcessLookupError:  # it ended at once and the server has reaped it already
+            self.pidfd = None
 
     def poll(self) -> int | None:
-        if self.returncode is None and _readable(self.pidfd, 0):
+        if self.returncode is None and (self.pidfd is None or _readable(self.pidfd, 0)):
             self._ended(STOP_WAIT_S)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            if not _readable(self.pidfd, timeout):
+            if self.pidfd is not None and not _readable(self.pidfd, timeout):
                 raise subprocess.TimeoutExpired("model process", timeout or 0.0)
             self._ended(STOP_WAIT_S)
         assert self.returncode is not None
@@ -274,12 +277,14 @@ class ForkedProcess:
         self.returncode, self.cpu_s = found if found else (-signal.SIGKILL, None)
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):  # ended meanwhile: the pidfd keeps its pid
-            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        if self.pidfd is not None:
+            with contextlib.suppress(ProcessLookupError):  # ended: the pidfd keeps its pid
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.pidfd)
+        if self.pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.pidfd)
         self.server.forget(self.pid)
 
 
