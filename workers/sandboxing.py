@@ -108,7 +108,7 @@ def _give_up_server(why: str) -> None:
 
 def stop_server() -> None:
     """Stop the worker's model process server and the model processes it forked (the worker
-    stops); the next model process starts a new one."""
+    stops); the next model process starts a new one, unless the server was given up."""
     global _server
     server, _server = _server, None
     if server is not None:
