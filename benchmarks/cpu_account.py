@@ -61,6 +61,22 @@ def process_cpu_s(pid: int, *, reaped_children: bool) -> float:
     return _cpu_s(times if reaped_children else times[:2])
 
 
+def tree_cpu_s(pid: int, stats: dict[int, tuple[str, int, list[int]]]) -> float:
+    """A process's CPU seconds with its reaped children's, and the same of each child not yet
+    reaped (a worker's model process server, whose model processes it reaps): a total that
+    does not jump when a process is reaped."""
+    stat = stats.get(pid)
+    if stat is None:
+        return 0.0
+    children = [child for child, s in stats.items() if s[1] == pid]
+    return _cpu_s(stat[2]) + sum(tree_cpu_s(child, stats) for child in children)
+
+
+def _all_stats() -> dict[int, tuple[str, int, list[int]]]:
+    stats = {int(p.name): _stat(int(p.name)) for p in PROC.iterdir() if p.name.isdigit()}
+    return {pid: s for pid, s in stats.items() if s is not None}
+
+
 def server_cpu_s(name: str) -> float | None:
     """CPU seconds of every live process named ``name`` (its own) and of the children that the
     top one of them reaped (a server's ended connections); None when none runs on this host."""
@@ -85,9 +101,10 @@ def host_busy_s() -> float:
 def snapshot(worker_pids: Iterable[int]) -> dict[str, float | None]:
     """CPU seconds by process group, and the workers' and their children's minor faults so far."""
     pids = list(worker_pids)
+    stats = _all_stats()
     return {
         "this process": time.process_time(),
-        "workers": sum(process_cpu_s(p, reaped_children=True) for p in pids),
+        "workers": sum(tree_cpu_s(p, stats) for p in pids),
         "workers' own": sum(process_cpu_s(p, reaped_children=False) for p in pids),
         "workers' own faults": sum(minor_faults(p) for p in pids),
         "children's faults": sum(minor_faults(p, reaped_children=True) for p in pids),

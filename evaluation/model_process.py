@@ -1,18 +1,20 @@
 """The model's process: a fresh interpreter that loads and runs one untrusted model, confined.
 
 Started by the worker (``evaluation.sandbox.ModelProcess``) with ``python -m
-evaluation.model_process``, with a clean environment (none of the portal's settings or
-credentials), no file descriptor but its channel (stdin, stdout) and stderr, and a private
-scratch directory as its working and temporary directory. Its first message says how to confine
-itself and warm up. It confines itself (``evaluation.confine``: no network, a read-only view of its
-libraries, no exec, no fork, resource limits), warms onnxruntime up and says it is ready. Then
+evaluation.model_process``, or forked, from ``main`` on, by the worker's model process server
+(``evaluation.model_server``, started the same way), with a clean environment (none of the
+portal's settings or credentials), no file descriptor but its channel (stdin, stdout) and
+stderr, and a private scratch directory as its working and temporary directory. Its first
+message says how to confine itself and warm up. It confines itself (``evaluation.confine``: no
+network, a read-only view of its libraries, no exec, no fork, resource limits), warms
+onnxruntime up and says it is ready. Then
 it takes one job: the model's bytes, the inputs and how to run them; it sends back the
 predictions, the timing and, when asked, the costs a run observes. It never sees the targets:
 the worker scores the predictions. While it runs, the timing lock, the device readings and the
 progress bar are the worker's: asked for over the channel (``RemoteHooks``).
 
 A fork of the worker would carry the worker's secrets in its memory; this process starts from an
-exec and imports nothing of Django or of the portal's settings.
+exec (its own, or the server's) and imports nothing of Django or of the portal's settings.
 """
 
 from __future__ import annotations
@@ -80,7 +82,6 @@ class RemoteHooks:
 
 def _run(channel: Channel, job: Message, allow_test_hook: bool) -> None:
     """Load and run the job's model; send its result, or what went wrong."""
-    from evaluation.profiled_shapes import costs_from_run
     from evaluation.runner import (
         DeviceConfig,
         EvaluationError,
@@ -115,6 +116,9 @@ def _run(channel: Channel, job: Message, allow_test_hook: bool) -> None:
     costs = None
     if job.header.get("complete_costs"):
         with contextlib.suppress(Exception):  # the result stands without them
+            # Imported here: it imports onnx, which most jobs never need.
+            from evaluation.profiled_shapes import costs_from_run
+
             batch = first_inputs_batch(inputs, spec)
             costs = dataclasses.asdict(costs_from_run(model_bytes, batch))
     timing = dataclasses.asdict(run.timing)
@@ -133,13 +137,15 @@ def _error(exc: BaseException) -> dict[str, Any]:
     return {"op": "error", "kind": "internal", "message": traceback.format_exc()}
 
 
-def _start(channel: Channel, start: Message) -> Protections:
+def _start(channel: Channel, start: Message, base_vm: int | None) -> Protections:
     """This process confined, the engine imported, onnxruntime warmed up when the worker says so.
 
     Confined before onnxruntime is imported: importing it starts a thread, and an unshared
     namespace needs a single-threaded process, Landlock binds the threads started after it. numpy
     is imported already (the channel's), before confinement, which counts its mappings in; onnx
-    is imported only for a job that asks for costs (evaluation.profiled_shapes)."""
+    is imported only for a job that asks for costs (evaluation.profiled_shapes). A process forked
+    by the model process server (``evaluation.model_server``) has onnxruntime mapped already:
+    ``base_vm`` is what the server mapped before it, so its limit is the one it would have had."""
     config = start.header["config"]
     added = config.get("address_space_added_bytes")
     threads = config["device"].get("intra_op_threads") or os.cpu_count() or 1
@@ -149,7 +155,9 @@ def _start(channel: Channel, start: Message) -> Protections:
             read_paths=tuple(config["read_paths"]),
             device_paths=tuple(config.get("device_paths", ())),
             cpu_seconds=config.get("cpu_seconds"),
-            address_space_bytes=_vm_size() + _engine_bytes(threads) + int(added) if added else None,
+            address_space_bytes=(
+                (base_vm or _vm_size()) + _engine_bytes(threads) + int(added) if added else None
+            ),
             network_namespace=bool(config.get("network_namespace", True)),
         )
     )
@@ -170,12 +178,12 @@ def _engine_bytes(threads: int) -> int:
     return ENGINE_LIBRARIES_BYTES + threads * THREAD_STACK_BYTES
 
 
-def main() -> None:
+def main(base_vm: int | None = None) -> None:
     channel = Channel(0, os.dup(1))
     os.dup2(2, 1)  # a library's print must not land in the channel
     try:
         start = channel.receive()  # how to confine and warm up (never on the command line)
-        protections = _start(channel, start)
+        protections = _start(channel, start, base_vm)
     except BaseException:
         print(traceback.format_exc(), file=sys.stderr)
         os._exit(3)

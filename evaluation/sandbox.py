@@ -1,5 +1,6 @@
-"""The worker's side of a model process (``evaluation.model_process``): start it, hand it one
-job, answer its questions, take its predictions, stop it.
+"""The worker's side of a model process (``evaluation.model_process``): start it (from a fresh
+interpreter, or forked by the worker's ``evaluation.model_server``), hand it one job, answer its
+questions, take its predictions, stop it.
 
 Started ahead of its job where it can be (it imports onnxruntime and sets it up, CUDA included,
 before any model is known), one process per model: whatever a model does to its process ends
@@ -31,6 +32,7 @@ from evaluation.channel import Channel, ChannelClosed, ChannelError, ChannelTime
 from evaluation.confine import Protections, default_read_paths
 from evaluation.costs import StaticCosts
 from evaluation.limits import LOADING, time_limit_message
+from evaluation.model_server import ForkedProcess, ModelServer
 from evaluation.runner import DeviceConfig, DeviceUnavailable, EvaluationError, ModelRun
 from evaluation.spec import TaskSpec
 from evaluation.timing import Alone, ScoringGate, Timing, TimingHooks, TimingProtocol
@@ -43,6 +45,9 @@ PR_SET_PDEATHSIG = 1
 PASSED_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH", "LANG", "TZ")
 # Each of its threads' libraries would start a pool of its own before confinement otherwise.
 SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# onnxruntime starts its telemetry's thread at import unless told not to: the model process
+# server must stay single-threaded to fork, and a model process has nobody to report to.
+NO_TELEMETRY = {"ORT_DISABLE_TELEMETRY": "1"}
 READY_TIMEOUT_S = 120.0
 POLL_S = 0.5
 HEADER_MAX = 1 << 20  # a message's parts other than a result's predictions
@@ -84,16 +89,56 @@ def _die_with_parent() -> None:
 def _environment(scratch: str) -> dict[str, str]:
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     env.update(SINGLE_THREADED)
+    env.update(NO_TELEMETRY)
     env.update(PATH="/usr/bin:/bin", HOME=scratch, TMPDIR=scratch, PYTHONPATH=str(ROOT))
     env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
     return env
+
+
+def _started(scratch: str) -> tuple[subprocess.Popen[bytes], Channel]:
+    """A model process from a fresh interpreter, its stdin and stdout the channel."""
+    process = subprocess.Popen(
+        [sys.executable, "-s", "-m", "evaluation.model_process"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=_environment(scratch),
+        cwd=scratch,
+        close_fds=True,
+        preexec_fn=_die_with_parent,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    return process, Channel(process.stdout.fileno(), process.stdin.fileno())
+
+
+def _forked(server: ModelServer, scratch: str) -> tuple[ForkedProcess, Channel]:
+    """A model process forked by the server, on two pipes as a started one has."""
+    from_worker, to_child = os.pipe()
+    from_child, to_worker = os.pipe()
+    try:
+        process = server.spawn(scratch, from_worker, to_worker)
+    except BaseException:
+        os.close(to_child)
+        os.close(from_child)
+        raise
+    finally:  # the child holds its own copies
+        os.close(from_worker)
+        os.close(to_worker)
+    return process, Channel(from_child, to_child)
+
+
+def start_server(scratch_root: str) -> ModelServer:
+    """The worker's model process server, with a model process's environment and fate."""
+    return ModelServer(_environment(scratch_root), scratch_root, _die_with_parent)
 
 
 class ModelProcess:
     """One model process, started at once; ``wait_ready`` (its warm-up runs then) and
     ``evaluate`` once, then ``stop``."""
 
-    def __init__(self, settings: SandboxSettings, device: DeviceConfig) -> None:
+    def __init__(
+        self, settings: SandboxSettings, device: DeviceConfig, server: ModelServer | None = None
+    ) -> None:
+        """Forked by ``server`` when given (ServerUnavailable when it cannot), else started."""
         self.settings = settings
         self.scratch = tempfile.mkdtemp(prefix="model-", dir=settings.scratch_root)
         config = {
@@ -108,18 +153,15 @@ class ModelProcess:
         }
         model, inputs = warm_up_model(device)  # built here: the process need not import onnx
         config["warm_up_input"] = list(inputs.shape)
-        command = [sys.executable, "-s", "-m", "evaluation.model_process"]
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=_environment(self.scratch),
-            cwd=self.scratch,
-            close_fds=True,
-            preexec_fn=_die_with_parent,
-        )
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.channel = Channel(self.process.stdout.fileno(), self.process.stdin.fileno())
+        self.process: subprocess.Popen[bytes] | ForkedProcess
+        try:
+            if server is not None:
+                self.process, self.channel = _forked(server, self.scratch)
+            else:
+                self.process, self.channel = _started(self.scratch)
+        except BaseException:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            raise
         self._send({"op": "start", "config": config}, blobs={"warm_up_model": model})
         self.protections: Protections | None = None
 
@@ -129,6 +171,11 @@ class ModelProcess:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def kill(self) -> None:
+        """Only a signal (a cancel, from another thread): ``stop`` reaps and cleans up."""
+        with contextlib.suppress(OSError):
+            self.process.kill()
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> Protections:
         if self.protections is None:
@@ -227,10 +274,14 @@ class ModelProcess:
             self.process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
+        if isinstance(self.process, ForkedProcess):
+            self.channel.close()
+            self.process.close()
+        else:
+            for stream in (self.process.stdin, self.process.stdout):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 

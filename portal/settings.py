@@ -379,6 +379,10 @@ EVAL_CUDA_SELFTEST_TIMEOUT_S = env_float(
 # and on a GPU the CUDA context, cuDNN and cuBLAS); it still runs one model and ends
 # (workers/sandboxing.py).
 EVAL_START_AHEAD = env_bool("EVAL_START_AHEAD", True)
+# Fork each model process from a per-worker model process server that imported numpy and
+# onnxruntime once (evaluation/model_server.py); off, or should the server fail, each is started
+# from a fresh interpreter.
+EVAL_MODEL_SERVER = env_bool("EVAL_MODEL_SERVER", True)
 # The model's process (docs/security.md): the protections a worker must have to start (any of
 # no_new_privs, seccomp, landlock, netns, rlimits; empty: it starts with what the host offers
 # and shows it), its CPU time, and read-only paths it needs beyond Python's and the system's

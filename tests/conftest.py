@@ -40,15 +40,20 @@ def _plain_http_and_fresh_rate_limits(settings: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _no_worker_state_from_another_test(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_worker_state_from_another_test(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A worker run in this process holds its last task's dataset (``jobs.task_dataset``);
     each test starts with none, since ids can come again once a test's transaction has been
     rolled back. Nor does it start with another test's look for stale board results
-    (``jobs.refresh_boards``) a moment ago."""
-    from workers import jobs
+    (``jobs.refresh_boards``) a moment ago, nor with its model process server or a model process
+    started ahead: what a test started in this process is stopped at its end."""
+    from workers import jobs, sandboxing
 
     monkeypatch.setattr(jobs, "_held", {})
     monkeypatch.setattr(jobs, "_stale_looked_at", float("-inf"))
+    monkeypatch.setattr(sandboxing, "_server_failed", False)
+    yield
+    sandboxing.stop_spare()
+    sandboxing.stop_server()
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,7 @@
-"""The worker's model processes (``evaluation.sandbox``): configured from the settings, the next
-one started and warmed up while the worker is idle (``EVAL_START_AHEAD``), and the running one
-killed on request (a cancel).
+"""The worker's model processes (``evaluation.sandbox``): configured from the settings, forked
+by the worker's model process server (``EVAL_MODEL_SERVER``, ``evaluation.model_server``) or
+started directly, the next one started and warmed up while the worker is idle
+(``EVAL_START_AHEAD``), and the running one killed on request (a cancel).
 
 The worker never loads a model itself: it hands the model to a model process, answers its
 questions (the device's timing lock, the readings), scores the predictions and saves.
@@ -8,7 +9,6 @@ questions (the device's timing lock, the readings), scores the predictions and s
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import logging
 import os
@@ -22,8 +22,9 @@ from django.conf import settings
 from rq.exceptions import StopRequested
 
 from evaluation.confine import Protections, default_read_paths, probe
+from evaluation.model_server import ModelServer, ServerUnavailable
 from evaluation.runner import DeviceConfig
-from evaluation.sandbox import ModelProcess, SandboxSettings
+from evaluation.sandbox import ModelProcess, SandboxSettings, start_server
 from evaluation.timing import ScoringGate, scoring_alone
 from workers.measurement import Measurement
 
@@ -33,6 +34,10 @@ PROTECTIONS = ("no_new_privs", "seccomp", "landlock", "netns", "rlimits")
 _spare: tuple[DeviceConfig, ModelProcess] | None = None
 # The model process of the job running now (``running_model_process``).
 _running: ModelProcess | None = None
+# The worker's model process server; once it failed, this worker starts its model processes
+# directly until it stops (``_server_failed``).
+_server: ModelServer | None = None
+_server_failed = False
 
 
 def device_paths(device: DeviceConfig) -> tuple[str, ...]:
@@ -65,11 +70,62 @@ def sandbox_settings(device: DeviceConfig) -> SandboxSettings:
     )
 
 
+def new_model_process(device: DeviceConfig) -> ModelProcess:
+    """A model process forked by the worker's server, or started directly when the server is
+    off or failed."""
+    sandbox = sandbox_settings(device)
+    server = _model_server(sandbox.scratch_root)
+    if server is not None:
+        try:
+            return ModelProcess(sandbox, device, server)
+        except ServerUnavailable as exc:
+            _give_up_server(str(exc))
+    return ModelProcess(sandbox, device)
+
+
+def _model_server(scratch_root: str) -> ModelServer | None:
+    global _server
+    if not settings.EVAL_MODEL_SERVER or _server_failed:
+        return None
+    if _server is not None and not _server.alive():
+        _give_up_server(f"it ended ({_server.process.returncode})")
+        return None
+    if _server is None:
+        try:
+            _server = start_server(scratch_root)
+        except OSError as exc:
+            _give_up_server(f"it could not be started ({exc})")
+    return _server
+
+
+def _give_up_server(why: str) -> None:
+    """Said once: from now on this worker starts each model process from a fresh interpreter."""
+    global _server_failed
+    log.warning("model process server given up, model processes started directly: %s", why)
+    _server_failed = True
+    stop_server()
+
+
+def stop_server() -> None:
+    """Stop the worker's model process server and the model processes it forked (the worker
+    stops); the next model process starts a new one, unless the server was given up."""
+    global _server
+    server, _server = _server, None
+    if server is not None:
+        server.stop()
+
+
+def server_pid() -> int | None:
+    """The pid of the worker's model process server, while it runs."""
+    server = _server
+    return server.process.pid if server is not None and server.alive() else None
+
+
 def start_ahead(device: DeviceConfig) -> None:
     """Start this worker's next model process now, to wait, warm, for the job."""
     global _spare
     if _spare is None:
-        _spare = (device, ModelProcess(sandbox_settings(device), device))
+        _spare = (device, new_model_process(device))
 
 
 def prepare_ahead(device: DeviceConfig) -> None:
@@ -122,7 +178,7 @@ def model_process(device: DeviceConfig) -> ModelProcess:
         return spare[1]
     if spare is not None:
         spare[1].stop()
-    return ModelProcess(sandbox_settings(device), device)
+    return new_model_process(device)
 
 
 @contextmanager
@@ -150,8 +206,7 @@ def kill_running() -> None:
     it die and ends. Only a signal: the job's own thread reaps it and cleans up."""
     process = _running
     if process is not None and process.alive():
-        with contextlib.suppress(OSError):
-            process.process.kill()
+        process.kill()
 
 
 def protections_check(device: DeviceConfig) -> tuple[Protections | None, str | None]:

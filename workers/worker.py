@@ -152,6 +152,7 @@ class EvaluationWorker(SimpleWorker):
         finally:
             self._pulse.stop()
             sandboxing.stop_spare()
+            sandboxing.stop_server()
             sandboxing.clear_scratch(device_config(self.name))
             self.fleet_state.state = "stopped"
             self.fleet_state.submission_id = None

@@ -35,17 +35,27 @@ _ = start_worker  # a fixture, used by name
 
 
 def model_process_of(worker_pid: int) -> int | None:
-    """The worker's one model process while it is idle: the one started ahead."""
-    try:
-        children = psutil.Process(worker_pid).children()
-    except psutil.NoSuchProcess:
-        return None
+    """The worker's one model process while it is idle: the one started ahead, a child of its
+    model process server (EVAL_MODEL_SERVER) or of the worker itself."""
     live = [
-        c.pid
-        for c in children
-        if c.status() != psutil.STATUS_ZOMBIE and "evaluation.model_process" in c.cmdline()
+        p.pid
+        for p in _live_children(worker_pid, "evaluation.model_process")
+        + [c for s in servers_of(worker_pid) for c in _live_children(s, "evaluation.model_server")]
     ]
     return live[0] if len(live) == 1 else None
+
+
+def servers_of(worker_pid: int) -> list[int]:
+    """The worker's model process servers (one at most)."""
+    return [p.pid for p in _live_children(worker_pid, "evaluation.model_server")]
+
+
+def _live_children(pid: int, command: str) -> list[psutil.Process]:
+    try:
+        children = psutil.Process(pid).children()
+    except psutil.NoSuchProcess:
+        return []
+    return [c for c in children if c.status() != psutil.STATUS_ZOMBIE and command in c.cmdline()]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -73,8 +83,10 @@ def test_a_model_process_started_ahead_runs_one_model_and_is_replaced_after_it(
 def test_a_model_process_dies_with_its_worker(start_worker: Any, queue: Any) -> None:
     worker = start_worker("ahead-b")
     waiting = wait_for("a model process", lambda: model_process_of(worker.pid), 60, [worker])
+    servers = servers_of(worker.pid)
     worker.kill()  # SIGKILL: no teardown runs, only the kernel's parent-death signal
     wait_for("the model process gone", lambda: horse_gone(waiting), 10, [worker])
+    wait_for("its server gone", lambda: all(map(horse_gone, servers)), 10, [worker])
 
 
 @pytest.mark.django_db(transaction=True)
@@ -116,6 +128,7 @@ def test_a_burst_scores_every_model_on_the_workers_one_database_connection(
     rows = list(Submission.objects.filter(pk__in=[s.pk for s in submissions]))
     assert [r.status for r in rows] == ["succeeded"] * 3, [r.error_message for r in rows]
     assert model_process_of(psutil.Process().pid) is None
+    assert servers_of(psutil.Process().pid) == []
 
 
 @pytest.mark.django_db(transaction=True)
