@@ -10,9 +10,10 @@ from django.utils import timezone
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from evaluation import formats
 from evaluation.inspect import runtime_limits
 from submissions.boards import ranking
-from submissions.boards.cells import PageRow, format_latency
+from submissions.boards.cells import PageRow
 from submissions.boards.charts import Chart, line_chart, scatter_chart, step_chart
 from submissions.boards.row import COLUMNS, Column, LeaderboardRow, PageCell, page_cells
 from submissions.lifecycle.selectors import ScoreRecord, SpeedPoint
@@ -84,10 +85,30 @@ def timing_facts(submission: Submission) -> list[tuple[str, str]]:
     return [(label, value.strip()) for label, value in facts if value and value.strip()]
 
 
+def submission_figures(submission: Submission, *, scores: bool) -> dict[str, Any]:
+    """A result's figures as every surface writes them (evaluation.formats): the submission page
+    shows these, the API returns them as ``display`` and ``oep`` prints the same. Without
+    ``scores`` (a blind board) the score and the metrics are left out."""
+    s = submission
+    figures: dict[str, Any] = {
+        "metric_label": formats.metric_label(s.task.metric),
+        "latency_p50": formats.latency(s.latency_p50_ms),
+        "latency_spread": formats.spread(s.latency_spread),
+        "throughput": formats.throughput(s.throughput),
+        "peak_memory": formats.size(s.peak_memory_bytes),
+        "parameters": formats.si(s.parameters),
+        "flops": formats.si(s.flops),
+    }
+    if scores:
+        figures["score"] = formats.score(s.score)
+        figures["metrics"] = formats.metrics(s.metrics or {}, leave_out=s.task.metric)
+    return figures
+
+
 def latency_chart(submission: Submission) -> Chart | None:
     latencies = [float(v) for v in submission.batch_latencies_ms or []]
     return line_chart(
-        latencies, [f"batch {i + 1}: {format_latency(v)}" for i, v in enumerate(latencies)]
+        latencies, [f"batch {i + 1}: {formats.latency(v)}" for i, v in enumerate(latencies)]
     )
 
 
@@ -103,7 +124,7 @@ def leaderboard_csv_rows(
     column. Latencies are ms per batch at full precision; the page rounds, the CSV does not."""
     metric_names = sorted({name for row in rows for name in row.metrics})
     names = {
-        "metric": task.metric,
+        "metric": formats.metric_label(task.metric),  # the metrics' own columns keep their keys
         "direction": task.direction.word,
         "rule": rule.kind,
     }
@@ -290,7 +311,7 @@ def pareto_chart(
     position = {i: n for n, i in enumerate(drawn)}
     labels = [
         f"{shown[i].username} · {task.metric} {shown[i].score:.4f} · "
-        f"{format_latency(shown[i].latency_p50_ms)}"
+        f"{formats.latency(shown[i].latency_p50_ms)}"
         + (" · on the Pareto front" if i in on_front else "")
         for i in drawn
     ]
@@ -299,6 +320,6 @@ def pareto_chart(
         [shown[i].score for i in drawn],
         labels,
         [position[i] for i in front],
-        x_unit=format_latency,
+        x_unit=formats.latency,
     )
     return ParetoChart(chart, len(front), len(drawn), len(shown)) if chart is not None else None

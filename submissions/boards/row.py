@@ -160,9 +160,7 @@ COLUMNS: tuple[Column, ...] = (
         float,
         help="The board's score: public or private.",
         header="score ({metric}, {direction} is better)",
-        page=PageCell(
-            3, "{metric} {arrow}", cells.decimals(4), "score", "score", "num score", "best"
-        ),
+        page=PageCell(3, "{metric} {arrow}", cells.score, "score", "score", "num score", "best"),
     ),
     Column(
         "metrics",
@@ -182,7 +180,7 @@ COLUMNS: tuple[Column, ...] = (
         float,
         null=True,
         header="throughput_samples_per_s",
-        page=PageCell(7, "Samples/s", cells.decimals(0), "throughput", "throughput", "num", "desc"),
+        page=PageCell(7, "Samples/s", cells.throughput, "throughput", "throughput", "num", "desc"),
     ),
     _stored("provider", str),
     _stored(
@@ -221,7 +219,7 @@ COLUMNS: tuple[Column, ...] = (
         null=True,
         help="What the rule ranks on: the score, or the composite score (lower is better).",
         page=PageCell(
-            4, "Composite ↓", cells.decimals(4), "value", "value", "num value", composite_only=True
+            4, "Composite ↓", cells.score, "value", "value", "num value", composite_only=True
         ),
     ),
     Column("not_ranked_because", lambda r: r.reason, str),

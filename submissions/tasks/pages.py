@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
+from evaluation import formats
 from evaluation.inspect import runtime_limits
 from submissions.models import Task
 
@@ -45,16 +45,10 @@ def evaluation_facts(task: Task) -> list[tuple[str, str]]:
             "Device",
             f"{device.name}" + (" (CUDA required)" if device.requires_gpu else " (CPU)"),
         ),
-        (
-            "Timing",
-            f"{timing.passes} passes of at least {timing.min_time_s:g} s and "
-            f"{timing.min_batches} batches each (at most {timing.max_time_s:g} s), after "
-            f"scoring; latency per batch is the median over passes; a spread above "
-            f"{timing.unstable_spread * 100:g} % is marked unstable",
-        ),
+        ("Timing", timing.describe()),
         (
             "Limits",
-            f"{filesizeformat(task.max_model_bytes)} per model · {task.time_limit_s} s per "
+            f"{formats.size(task.max_model_bytes)} per model · {task.time_limit_s} s per "
             f"evaluation · {task.submissions_per_day} submissions a day{total} · "
             f"{task.queued_per_user} queued at once",
         ),

@@ -1,12 +1,18 @@
-"""Filters for measured figures; the formatting rules themselves live in
-submissions.boards.display."""
+"""Filters for measured figures; the formatting rules themselves live in evaluation.formats,
+which the API's display fields, the CSV and the ``oep`` client share."""
 
 from __future__ import annotations
 
 from django import template
 
-from submissions.boards.cells import format_latency, format_spread
+from evaluation import formats
 
 register = template.Library()
-register.filter("latency", format_latency)
-register.filter("spread", format_spread)
+register.filter("latency", formats.latency)
+register.filter("spread", formats.spread)
+register.filter("score", formats.score)
+register.filter("si", formats.si)
+register.filter("count", formats.count)
+register.filter("size", formats.size)
+register.filter("throughput", formats.throughput)
+register.filter("metric_label", formats.metric_label)

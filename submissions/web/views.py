@@ -22,6 +22,7 @@ from submissions.boards.display import (
     failure_advice,
     latency_chart,
     leaderboard_csv_rows,
+    submission_figures,
     timing_facts,
 )
 from submissions.boards.pages import board_etag, board_fragments
@@ -233,6 +234,7 @@ def submission_select_view(request: HttpRequest, pk: int) -> HttpResponse:
 def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = _own_submission(request, pk)
     place = selectors.submission_queue_place(submission=submission)
+    scores_shown = submission.task.scores_shown_to(request.user)
     return render(
         request,
         "submissions/submission_detail.html",
@@ -243,7 +245,8 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "latency_chart": latency_chart(submission),
             "timing_facts": timing_facts(submission),
             "advice": failure_advice(submission) if submission.status == "failed" else "",
-            "scores_shown": submission.task.scores_shown_to(request.user),
+            "scores_shown": scores_shown,
+            "figures": submission_figures(submission, scores=scores_shown),
             "task_withdrawn": submission.task.withdrawn_for(request.user),
         },
     )

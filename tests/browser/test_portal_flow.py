@@ -118,7 +118,7 @@ def test_participant_uploads_watches_ranks_exports_and_operator_hides(
     with page.expect_download() as download:
         page.get_by_role("link", name="Export CSV").click()
     rows = list(csv.reader(io.StringIO(Path(download.value.path()).read_text())))
-    header = ["rank", "user", "team", "baseline", "score (accuracy, higher is better)"]
+    header = ["rank", "user", "team", "baseline", "score (Top-1 accuracy, higher is better)"]
     assert rows[0][:5] == header
     assert rows[1][:3] == ["1", "alice", ""] and float(rows[1][4]) == pytest.approx(expected)
 

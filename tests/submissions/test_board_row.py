@@ -16,7 +16,7 @@ from rest_framework import serializers
 from rest_framework.test import APIClient
 
 from submissions.boards import display
-from submissions.boards.cells import decimals
+from submissions.boards.cells import significant
 from submissions.boards.ranking import COMPOSITE, PRIMARY, Rule
 from submissions.boards.row import COLUMNS, SORT_FIELDS, Column, PageCell
 from submissions.lifecycle.selectors import leaderboard
@@ -53,16 +53,16 @@ def api_row(board: str) -> dict[str, Any]:
 def test_the_private_board_shows_private_metrics_on_the_page_the_csv_and_the_api(
     revealed: Any,
 ) -> None:
-    assert "macro_f1 0.5700" in page_metrics("private")
+    assert "Macro F1 0.5700" in page_metrics("private")
     row = csv_row("private")
-    assert row["score (accuracy, higher is better)"] == "0.62" and row["macro_f1"] == "0.57"
+    assert row["score (Top-1 accuracy, higher is better)"] == "0.62" and row["macro_f1"] == "0.57"
     assert api_row("private")["metrics"] == PRIVATE and api_row("private")["score"] == 0.62
 
 
 def test_the_public_board_shows_public_metrics_on_the_page_the_csv_and_the_api(
     revealed: Any,
 ) -> None:
-    assert "macro_f1 0.8800" in page_metrics("public")
+    assert "Macro F1 0.8800" in page_metrics("public")
     assert csv_row("public")["macro_f1"] == "0.88"
     assert api_row("public")["metrics"] == PUBLIC
 
@@ -134,7 +134,7 @@ ENERGY = Column(
     null=True,
     help="Joules per batch.",
     header="energy (J)",
-    page=PageCell(99, "Energy", decimals(1), "energy", "score", "num energy"),
+    page=PageCell(99, "Energy", significant(2), "energy", "score", "num energy"),
 )
 
 

@@ -97,12 +97,15 @@ def test_overview_falls_back_to_the_plain_description(make_task: Any) -> None:
 
 
 def test_evaluation_tab_lists_shapes_metric_timing_device_and_limits(make_task: Any) -> None:
-    make_task(timing={"passes": 7, "min_time_s": 2}, submissions_total=40)
+    task = make_task(timing={"passes": 7, "min_time_s": 2}, submissions_total=40)
     page = Client().get("/tasks/digits/").content.decode()
     max_ir, max_opset = runtime_limits()
     assert "[16, 1, 8, 8] float32" in page and "[16, 10]" in page
     assert "Top-1 accuracy (higher is better)" in page
-    assert "7 passes of at least 2 s" in page
+    # the whole phase's minimums, split over the passes, as time_passes does
+    timing = task.timing_protocol()
+    assert f"at least 2 s and {timing.min_batches:,} batches in all" in page
+    assert "split evenly over 7 passes" in page
     assert f"opset ≤ {max_opset}" in page and f"IR version ≤ {max_ir}" in page
     assert "40 in total" in page and "(CPU)" in page
 
@@ -123,7 +126,10 @@ def test_counts_are_participants_and_their_submissions_without_baselines(
                 is_baseline=is_baseline,
             )
     page = Client().get("/tasks/digits/").content.decode()
-    assert "<strong>2</strong> participants · <strong>4</strong> submissions" in page
+    assert (
+        "<strong>2</strong> participants · <strong>4</strong> submissions · "
+        "<strong>2</strong> baselines by the organisers" in page
+    )
 
 
 def test_timeline_counts_down_to_future_dates_and_marks_passed_ones(make_task: Any) -> None:
