@@ -111,3 +111,14 @@ def size(n: int | None) -> str:
         if n >= unit_bytes:
             return f"{significant(n / unit_bytes, MEASURE_DIGITS)} {unit}"
     return f"{n} byte" if n == 1 else f"{n} bytes"
+
+
+def duration(seconds: float | None) -> str:
+    """A wait in the largest unit that keeps it readable: "40 s", "3 min", "1 h 20 min"."""
+    if seconds is None:
+        return NONE
+    s = round(seconds)
+    if s < 90:
+        return f"{s} s"
+    minutes = round(s / 60)
+    return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60} min"

@@ -226,3 +226,15 @@ def test_task_page_shows_the_snippet(make_task: Any) -> None:
     page = Client().get("/tasks/digits/").content.decode()
     assert "torch.zeros(8, 1, 8, 8, dtype=torch.float32)" in page
     assert "dynamic_axes=" in page
+
+
+def test_participants_see_the_queue_an_upload_joins_and_not_the_machines(
+    make_task: Any, alice: Any
+) -> None:
+    make_task()
+    page = Client().get("/tasks/digits/").content.decode()
+    queue = page[page.index("data-task-queue") :]
+    assert "<strong data-queued>0</strong> waiting" in queue
+    # no worker of the class in this test: the page says what that means for an upload
+    assert "No evaluation machine of this class is online" in queue
+    assert "data-worker-cards" not in page and "libnvidia-ml" not in page
