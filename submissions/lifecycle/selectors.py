@@ -425,6 +425,34 @@ def _own_row(task: Task, board: str, user: Any) -> LeaderboardRow | None:
     return _row(task, entry, better.count() + 1)
 
 
+@dataclass(frozen=True)
+class TaskCard:
+    """A task as the home page shows it: counts, the board's leader and the viewer's own best
+    (both None where the viewer may not see the board's scores)."""
+
+    task: Task
+    counts: TaskCounts
+    leader: LeaderboardRow | None
+    own: LeaderboardRow | None
+
+
+def task_cards(*, user: Any) -> list[TaskCard]:
+    """The home page's cards, one per task the user may see: a few queries per task, read from
+    the kept board rows and the cached counts, never from the submissions."""
+    cards = []
+    for task in task_list_visible(user=user):
+        shown = not leaderboard_refusal(task=task, user=user) and task.scores_shown_to(user)
+        first = (
+            _entries(task, BOARD_PUBLIC).select_related("submission__user", "submission__team")
+            .order_by(*_RANK_ORDER).first()
+            if shown else None
+        )  # fmt: skip
+        leader = _row(task, first, 1) if first is not None and not first.unranked else None
+        own = _own_row(task, BOARD_PUBLIC, user) if shown else None
+        cards.append(TaskCard(task, task_counts(task=task), leader, own))
+    return cards
+
+
 def leaderboard_page(
     *,
     task: Task,

@@ -12,6 +12,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.cache import get_conditional_response
 from django.views.decorators.http import require_POST
 
@@ -48,7 +49,7 @@ def task_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "submissions/task_list.html",
-        {"tasks": selectors.task_list_visible(user=request.user)},
+        {"cards": selectors.task_cards(user=request.user), "now": timezone.now()},
     )
 
 

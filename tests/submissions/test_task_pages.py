@@ -19,6 +19,7 @@ from submissions.models import Submission
 from submissions.tasks.markup import markdown_html
 from submissions.tasks.pages import export_snippet
 from tests.builders import digits_like
+from tests.submissions.test_read_api import scored
 
 pytestmark = pytest.mark.django_db
 
@@ -238,3 +239,32 @@ def test_participants_see_the_queue_an_upload_joins_and_not_the_machines(
     # no worker of the class in this test: the page says what that means for an upload
     assert "No evaluation machine of this class is online" in queue
     assert "data-worker-cards" not in page and "libnvidia-ml" not in page
+
+
+# --- The home page ------------------------------------------------------------------------------
+
+
+def test_home_cards_show_status_deadline_counts_the_leader_and_your_own_best(
+    make_task: Any, alice: Any, bob: Any
+) -> None:
+    closes = timezone.now() + timedelta(days=3)
+    task = make_task(closes_at=closes)
+    scored(task, alice, 0.8)
+    scored(task, bob, 0.95)
+    client = Client()
+    client.force_login(alice)
+    page = client.get("/").content.decode()
+    card = page[page.index('data-task="digits"') :]
+    assert 'data-state="open">open<' in card
+    assert f"{closes:%Y-%m-%d %H:%M} UTC" in card
+    assert "2 participants · 2 submissions" in card
+    assert "<dd data-leader>bob · 0.9500</dd>" in card
+    assert "<dd data-own-best>0.8000 · rank 2</dd>" in card
+
+
+def test_home_cards_keep_a_blind_boards_scores_to_themselves(make_task: Any, alice: Any) -> None:
+    task = make_task(leaderboard="blind")
+    scored(task, alice, 0.8)
+    page = Client().get("/").content.decode()
+    assert "data-leader" not in page and "0.8000" not in page
+    assert "1 participant · 1 submission" in page
