@@ -184,6 +184,7 @@ class BoardColumn:
     next_dir: str  # what clicking the header asks for
     aria_sort: str  # "ascending", "descending" or "none"
     numeric: bool
+    folded: tuple[BoardColumn, ...] = ()  # on "More": the folded columns, sortable by link
 
 
 def _shown(rule: ranking.Rule, columns: Sequence[Column]) -> list[tuple[Column, PageCell]]:
@@ -205,32 +206,56 @@ def board_columns(
 ) -> list[BoardColumn]:
     """The page's headers; the score's first click goes best-first in the metric's direction."""
     best_first = "desc" if task.direction.best_first_descending else "asc"
-    headers = []
-    for _, cell in _shown(rule, columns):
-        label = cell.label.format(metric=task.metric_label, arrow=task.direction.arrow)
+    headers: list[BoardColumn] = []
+    folded: list[BoardColumn] = []
+    shown = _shown(rule, columns)
+    for _, cell in shown:
+        label = _label(task, cell)
         if cell.sort and cell.sort == sort:
             next_dir = "asc" if descending else "desc"
             aria = "descending" if descending else "ascending"
         else:
             next_dir = best_first if cell.first_dir == "best" else cell.first_dir
             aria = "none"
-        headers.append(BoardColumn(cell.sort, label, next_dir, aria, cell.numeric))
+        column = BoardColumn(cell.sort, label, next_dir, aria, cell.numeric)
+        (folded if cell.folded else headers).append(column)
+    if folded:
+        headers.append(BoardColumn("", "More", "", "none", False, tuple(folded)))
     return headers
+
+
+def _label(task: Task, cell: PageCell) -> str:
+    return cell.label.format(metric=task.metric_label, arrow=task.direction.arrow)
 
 
 def _td_open(cell: PageCell) -> str:
     return format_html('<td class="{}">', cell.css) if cell.css else "<td>"
 
 
+def _more_html(at: PageRow, folded: Sequence[tuple[Column, PageCell, str]]) -> str:
+    """The row's folded columns as a list under a "More" disclosure, in their page order."""
+    items = "".join(
+        f"<dt>{conditional_escape(_label(at.task, cell))}</dt>"
+        f"<dd>{conditional_escape(cell.html(column.value(at.row), at))}</dd>"
+        for column, cell, _ in folded
+    )
+    return f'<td class="more"><details><summary>More</summary><dl>{items}</dl></details></td>'
+
+
 def _row_html(at: PageRow, shown: Sequence[tuple[Column, PageCell, str]]) -> SafeString:
-    """One <tr>: a cell per shown column, its content escaped unless built as HTML."""
+    """One <tr>: a cell per shown column, its content escaped unless built as HTML, then the
+    folded columns in one "More" cell."""
     s = at.row.submission
     flags = (("mine", at.mine), ("baseline", s.is_baseline), ("unranked", not at.row.ranked))
     classes = " ".join(css for css, on in flags if on)
     tds = "".join(
         f"{td_open}{conditional_escape(cell.html(column.value(at.row), at))}</td>"
         for column, cell, td_open in shown
+        if not cell.folded
     )
+    folded = [item for item in shown if item[1].folded]
+    if folded:
+        tds += _more_html(at, folded)
     return format_html(
         '<tr class="{}" data-user="{}">{}</tr>', classes, s.user.username, mark_safe(tds)
     )
@@ -249,7 +274,8 @@ def leaderboard_rows_html(
     rank. Built here rather than in the template, which was a large part of the page's time;
     every value is escaped the same way the template would."""
     shown = [(column, cell, _td_open(cell)) for column, cell in _shown(rule, columns)]
-    width = len(shown)
+    unfolded = sum(not cell.folded for _, cell, _ in shown)
+    width = unfolded + (unfolded < len(shown))  # the "More" cell
     parts: list[str] = []
     ranked_before = False
     for pinned, row in rows:

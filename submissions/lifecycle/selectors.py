@@ -617,30 +617,6 @@ def submission_queue_place(*, submission: Submission) -> dict[str, Any] | None:
     return turns.queue_place(submission=submission, workers_online=online or 0)
 
 
-@dataclass(frozen=True)
-class TaskQueue:
-    """The queue a new upload to a task joins, as a participant sees it: counts and an estimated
-    start, no worker or host names. ``workers_online`` None: Redis cannot tell."""
-
-    device_class: str
-    queued: int
-    running: int
-    workers_online: int | None
-    estimated_wait_s: float | None  # for an upload made now; None while it cannot be estimated
-
-
-def task_queue(*, task: Task) -> TaskQueue:
-    online = queues.workers_online(task.device_class_slug)
-    stats = turns.class_queue_get(device_class=task.device_class_slug, workers_online=online or 0)
-    return TaskQueue(
-        device_class=task.device_class.name,
-        queued=stats.queued,
-        running=stats.running,
-        workers_online=online,
-        estimated_wait_s=stats.estimated_wait_s(stats.queued + 1) if online else None,
-    )
-
-
 def task_rescoring_count(*, task: Task) -> int:
     """Submissions queued or running again on the task's replaced dataset: the board says how
     many results are still to come back (submissions/tasks/datasets.py). No query for a task

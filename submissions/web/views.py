@@ -90,8 +90,6 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
                 descending=descending, page=page,
             )
         )  # fmt: skip
-    # operators see the workers themselves; participants the queue an upload would join
-    context["task_queue"] = None if request.user.is_staff else selectors.task_queue(task=task)
     response = render(request, "submissions/task_detail.html", context)
     if not refusal:
         response["ETag"] = etag

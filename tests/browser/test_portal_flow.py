@@ -158,7 +158,9 @@ def test_participant_uploads_watches_ranks_exports_and_operator_hides(
     console.locator('button[name="index"]').click()  # the admin's "Go"
     console.locator("#id_reason").fill("the same file as another account's")  # it asks why
     console.locator('input[name="apply"]').click()
-    assert "Set hidden to True: 1 of 1" in console.locator(".messagelist").inner_text()
+    assert "Hidden from the leaderboard (#" in console.locator(".messagelist").inner_text()
+    row = console.locator(f'#result_list tr:has(input[value="{submission.pk}"])')
+    assert row.locator("td.field-flags").inner_text() == "hidden"  # the effect, on screen
     screenshot(console, "09-admin-submissions")
 
     visitor = browser.new_context(viewport=DESKTOP).new_page()

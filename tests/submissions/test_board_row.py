@@ -38,7 +38,8 @@ def revealed(make_task: Any, alice: Any) -> Any:
 
 def page_metrics(board: str) -> str:
     page = Client().get(f"/tasks/digits/?board={board}").content.decode()
-    return re.search(r'<td class="metrics">(.*?)</td>', page, re.S).group(1)  # type: ignore[union-attr]
+    found = re.search(r"<dt>Other metrics</dt><dd>(.*?)</dd>", page, re.S)  # under "More"
+    return found.group(1)  # type: ignore[union-attr]
 
 
 def csv_row(board: str) -> dict[str, str]:
@@ -93,9 +94,12 @@ def test_the_sort_fields_are_the_sortable_page_columns(make_task: Any) -> None:
     headers = display.board_columns(
         task=make_task(), rule=Rule(kind=COMPOSITE), sort="rank", descending=False
     )
-    assert [h.key for h in headers if h.key] == list(SORT_FIELDS)
+    # a folded column is sorted from the links that "More" carries, the others from headers
+    more = headers[-1]
+    shown = [h.key for h in (*headers[:-1], *more.folded) if h.key]
+    assert sorted(shown) == sorted(SORT_FIELDS)
     places = [c.page.place for c in COLUMNS if c.page is not None]
-    assert len(places) == len(set(places)) == len(headers)
+    assert len(places) == len(set(places)) == len(headers) - 1 + len(more.folded)
     assert SORT_FIELDS["latency"] == "latency_p50_ms" and SORT_FIELDS["rank"] == "rank_key"
 
 
@@ -123,8 +127,11 @@ def test_every_row_has_one_cell_under_each_header_and_gaps_span_them_all(
     assert labels[2:4] == (
         ["Top-1 accuracy ↑", "Composite ↓"]
         if kind == COMPOSITE
-        else ["Top-1 accuracy ↑", "Other metrics"]
+        else ["Top-1 accuracy ↑", "p50 / batch"]
     )
+    # the rest are folded into each row's last cell, under "More"
+    assert labels[-1] == "More" and "Other metrics" not in labels
+    assert "<dt>Other metrics</dt><dd>" in html and "<dt>Peak memory</dt>" in html
 
 
 ENERGY = Column(
@@ -158,7 +165,8 @@ def test_a_new_column_appears_in_the_api_the_csv_and_the_page(revealed: Any) -> 
     headers = display.board_columns(
         task=revealed, rule=rule, sort="energy", descending=True, columns=columns
     )
-    assert (headers[-1].label, headers[-1].key, headers[-1].aria_sort) == (
+    assert headers[-1].label == "More"  # the folded columns' cell stays last
+    assert (headers[-2].label, headers[-2].key, headers[-2].aria_sort) == (
         "Energy",
         "energy",
         "descending",
@@ -166,4 +174,4 @@ def test_a_new_column_appears_in_the_api_the_csv_and_the_page(revealed: Any) -> 
     html = display.leaderboard_rows_html(
         task=revealed, rule=rule, rows=[(False, row)], own_submission_id=None, columns=columns
     )
-    assert html.endswith('<td class="num energy">9.1</td></tr>')
+    assert '<td class="num energy">9.1</td><td class="more">' in html

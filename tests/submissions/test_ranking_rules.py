@@ -204,7 +204,7 @@ def test_the_board_shows_microseconds_spread_and_timing_marks(make_task: Any, al
     page = Client().get(PAGE).content.decode()
     assert "5.54 µs" in page and "± 7.1 %" in page and "0.01 ms" not in page
     assert "chip-unstable" in page and "timed without exclusivity" in page
-    assert "1.23 M" in page and "2.5 G" in page and "3.0\xa0MB" in page
+    assert "1.23 M" in page and "2.50 G" in page and "3.00 MiB" in page
     row = api_rows()[0]
     assert row["latency_spread"] == 0.071 and row["parameters"] == 1_234_567
     assert row["peak_memory_bytes"] == 3 * 1024**2 and row["latency_unstable"] is True

@@ -183,7 +183,7 @@ def test_the_workers_page_and_an_operators_task_page_show_live_worker_cards(
         assert "js/workers.js" in html
     assert "pid " not in page and "pid " in staff_page
     assert "data-worker-cards" in fragment and "<html" not in fragment
-    # a participant's task page shows the queue an upload joins, not the machines
+    # a participant's task page shows the queue an upload joins (task.js), not the machines
     assert "data-worker-cards" not in task_page and "NVIDIA A40" not in task_page
     assert "data-task-queue" in task_page and "js/workers.js" not in task_page
 

@@ -92,7 +92,7 @@ def test_a_cpu_evaluation_records_its_peak_memory(
     client = Client()
     client.force_login(alice)
     page = client.get(f"/submissions/{wide.pk}/").content.decode()
-    assert "Peak memory" in page and "\xa0MB of RAM" in page
+    assert "Peak memory" in page and " MiB of RAM" in page
     assert client.get(f"/api/submissions/{wide.pk}/").json()["peak_memory_bytes"] > 100 * MIB
 
 
