@@ -27,7 +27,7 @@ def best_score_chart(records: Sequence[ScoreRecord]) -> Chart | None:
     return step_chart(
         [r.at.timestamp() for r in records],
         [r.score for r in records],
-        [f"{when(r)} · {r.score:.4f} · {r.username}" for r in records],
+        [f"{when(r)} · {formats.score(r.score)} · {r.username}" for r in records],
         (when(records[0]), timezone.localtime().strftime("%Y-%m-%d %H:%M"))
         if records
         else ("", ""),
@@ -105,10 +105,25 @@ def submission_figures(submission: Submission, *, scores: bool) -> dict[str, Any
     return figures
 
 
+# A batch slower than this many times the 90th percentile is drawn on the chart's top edge: one
+# stall flattened every other batch into a line along the bottom.
+OUTLIER_FACTOR = 3.0
+
+
 def latency_chart(submission: Submission) -> Chart | None:
+    """Per-batch latency in the unit the page's text uses for these numbers (µs or ms, from
+    evaluation.formats), outliers on the top edge, marked."""
     latencies = [float(v) for v in submission.batch_latencies_ms or []]
+    if not latencies:
+        return None
+    unit, factor = formats.latency_unit(latencies)
+    values = [v * factor for v in latencies]
+    p90 = sorted(values)[int(0.9 * (len(values) - 1))]
     return line_chart(
-        latencies, [f"batch {i + 1}: {formats.latency(v)}" for i, v in enumerate(latencies)]
+        values,
+        [f"batch {i + 1}: {formats.latency(v)}" for i, v in enumerate(latencies)],
+        ceiling=OUTLIER_FACTOR * p90 if p90 > 0 else None,
+        y_unit=unit,
     )
 
 
@@ -304,16 +319,23 @@ class ParetoChart:
     front: int  # points on the front
     drawn: int  # points on the chart, the front's included
     entries: int  # entries timed on the task's device class (the front is taken over all)
+    noise: bool = False  # no front: the latencies differ by less than their timing spread
 
     @property
     def note(self) -> str:
-        """What the caption says when not every entry is drawn."""
-        if self.drawn == self.entries:
-            return ""
-        return (
-            f"Drawn: the front and the {self.drawn - self.front:,} best-ranked of "
-            f"{self.entries:,} entries."
-        )
+        """What the caption says when not every entry is drawn, or no front is."""
+        said = []
+        if self.noise:
+            said.append(
+                "No front is drawn: the entries' latencies differ by less than their timing "
+                "spread, so which is faster is noise."
+            )
+        if self.drawn != self.entries:
+            said.append(
+                f"Drawn: the front and the {self.drawn - self.front:,} best-ranked of "
+                f"{self.entries:,} entries."
+            )
+        return " ".join(said)
 
 
 def pareto_chart(
@@ -331,12 +353,14 @@ def pareto_chart(
     front = ranking.pareto_front(
         [(p.latency_p50_ms, p.score) for p in shown], direction=task.direction
     )
+    if _within_spread([p.latency_p50_ms for p in shown], [p.latency_spread for p in shown]):
+        front = []  # a front drawn through timing noise would rank noise
     on_front = set(front)
     others = [i for i in range(len(shown)) if i not in on_front][:PARETO_OTHERS_DRAWN]
     drawn = sorted(on_front.union(others))
     position = {i: n for n, i in enumerate(drawn)}
     labels = [
-        f"{shown[i].username} · {task.metric} {shown[i].score:.4f} · "
+        f"{shown[i].username} · {task.metric_label} {formats.score(shown[i].score)} · "
         f"{formats.latency(shown[i].latency_p50_ms)}"
         + (" · on the Pareto front" if i in on_front else "")
         for i in drawn
@@ -347,5 +371,19 @@ def pareto_chart(
         labels,
         [position[i] for i in front],
         x_unit=formats.latency,
+        texts=[shown[i].username if i in on_front else "" for i in drawn],
     )
-    return ParetoChart(chart, len(front), len(drawn), len(shown)) if chart is not None else None
+    if chart is None:
+        return None
+    return ParetoChart(
+        chart, len(front), len(drawn), len(shown), noise=not front and len(shown) > 1
+    )
+
+
+def _within_spread(latencies: Sequence[float], spreads: Sequence[float | None]) -> bool:
+    """Whether every latency lies within the timing spread of the others: the fastest and the
+    slowest differ by no more than the largest spread measured among them."""
+    if len(latencies) < 2 or min(latencies) <= 0:
+        return False
+    widest = max((s for s in spreads if s is not None), default=0.0)
+    return max(latencies) / min(latencies) - 1 <= widest

@@ -510,11 +510,12 @@ class SpeedPoint:
     score: float
     latency_p50_ms: float
     device_class: str | None  # where it was timed; None: not recorded
+    latency_spread: float | None = None  # across its timing passes
 
 
 def leaderboard_speed_points(*, task: Task, board: str = BOARD_PUBLIC) -> list[SpeedPoint]:
-    """Score and p50 latency of each entry with a latency, for the score-versus-latency chart.
-    One query of four columns, whatever the board's size."""
+    """Score, p50 latency and its spread of each entry with a latency, for the
+    score-versus-latency chart. One query of five columns, whatever the board's size."""
     rows = (
         _entries(task, board)
         .filter(latency_p50_ms__isnull=False)
@@ -524,11 +525,12 @@ def leaderboard_speed_points(*, task: Task, board: str = BOARD_PUBLIC) -> list[S
             "score",
             "latency_p50_ms",
             "submission__timing__conditions__device_class",
+            "submission__latency_spread",
         )
     )
     return [
-        SpeedPoint(u, score, float(ms or 0.0), c if isinstance(c, str) else None)
-        for u, score, ms, c in rows
+        SpeedPoint(u, score, float(ms or 0.0), c if isinstance(c, str) else None, spread)
+        for u, score, ms, c, spread in rows
     ]
 
 
