@@ -179,9 +179,12 @@ class TaskAdmin(admin.ModelAdmin):
         (
             "Timing",
             {
-                "fields": ["timing"],
-                "description": "How models are timed after scoring; unset keys take the "
-                "worker's EVAL_TIMING_* defaults.",
+                "fields": [
+                    ("timing_min_time_s", "timing_min_batches", "timing_max_time_s"),
+                    ("timing_passes", "timing_unstable_spread", "timing_lock_wait_s"),
+                ],
+                "description": "How models are timed after scoring; a box left empty takes "
+                "the worker's EVAL_TIMING_* default, shown in it.",
             },
         ),
         ("Dates", {"fields": ["opens_at", "closes_at", "private_reveal_at"]}),

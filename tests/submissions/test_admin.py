@@ -119,12 +119,12 @@ def test_operator_sets_a_tasks_timing_protocol_and_a_bad_one_is_refused(
     console: Client, settings: Any
 ) -> None:
     refused = console.post(
-        "/admin/submissions/task/add/", task_form(digits_like(n=40), timing='{"passes": 0}')
+        "/admin/submissions/task/add/", task_form(digits_like(n=40), timing_passes="0")
     )
     assert refused.status_code == 200
-    assert "at least one pass" in str(refused.context["adminform"].form.errors["timing"])
+    assert "at least one pass" in str(refused.context["adminform"].form.non_field_errors())
 
-    form = task_form(digits_like(n=40), timing='{"min_time_s": 2.5}')
+    form = task_form(digits_like(n=40), timing_min_time_s="2.5")  # one box of its own
     assert console.post("/admin/submissions/task/add/", form).status_code == 302
     protocol = Task.objects.get(slug="digits").spec().timing
     assert protocol.min_time_s == 2.5  # the task's own
@@ -269,3 +269,14 @@ def test_participants_cannot_open_the_console(alice: Any) -> None:
 
 
 _ = Submission
+
+
+def test_the_add_task_form_shows_examples_and_defaults_not_null_or_raw_json(
+    console: Client, settings: Any
+) -> None:
+    page = console.get("/admin/submissions/task/add/").content.decode()
+    assert 'value="null"' not in page and ">{}</textarea>" not in page
+    assert 'placeholder="[3, 224, 224]"' in page  # the input shape's example
+    # each timing setting has its own box, the worker's default shown in it
+    assert f'placeholder="{settings.EVAL_TIMING_PASSES:g} (default)"' in page
+    assert 'name="timing_passes"' in page and 'name="timing"' not in page
