@@ -43,7 +43,8 @@ def evaluation_facts(task: Task) -> list[tuple[str, str]]:
         ("ONNX", f"opset ≤ {max_opset} (default domain), IR version ≤ {max_ir}, one file"),
         (
             "Device",
-            f"{device.name}" + (" (CUDA required)" if device.requires_gpu else " (CPU)"),
+            # the class's name alone: "CPU (CPU)" said it twice
+            device.name + (" (CUDA required)" if device.requires_gpu else ", no GPU needed"),
         ),
         ("Timing", timing.describe()),
         (

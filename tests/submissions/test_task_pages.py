@@ -108,7 +108,7 @@ def test_evaluation_tab_lists_shapes_metric_timing_device_and_limits(make_task: 
     assert f"at least 2 s and {timing.min_batches:,} batches in all" in page
     assert "split evenly over 7 passes" in page
     assert f"opset ≤ {max_opset}" in page and f"IR version ≤ {max_ir}" in page
-    assert "40 in total" in page and "(CPU)" in page
+    assert "40 in total" in page and "<dd>CPU, no GPU needed</dd>" in page
 
 
 def test_counts_are_participants_and_their_submissions_without_baselines(
