@@ -38,6 +38,7 @@ class Chart:
     plot_bottom: int
     y_from: float = 0.0  # the y axis's ends, for a caption that says where it starts
     y_to: float = 0.0
+    y_unit: str = ""
 
     @property
     def y_note(self) -> str:
@@ -54,7 +55,8 @@ class Chart:
             return ""
         return (
             f"{clipped} point{'s' if clipped > 1 else ''} above the top of the axis "
-            f"({self.y_to:g}) {'are' if clipped > 1 else 'is'} drawn on its edge, in red; "
+            f"({self.y_to:g}{' ' + self.y_unit if self.y_unit else ''}) "
+            f"{'are' if clipped > 1 else 'is'} drawn on its edge, in red; "
             "hover for the value."
         )
 
@@ -159,6 +161,7 @@ def _chart(
         plot_bottom=bottom,
         y_from=y_low,
         y_to=y_high,
+        y_unit=y_unit,
     )
 
 

@@ -116,9 +116,11 @@ def latency_chart(submission: Submission) -> Chart | None:
     latencies = [float(v) for v in submission.batch_latencies_ms or []]
     if not latencies:
         return None
-    unit, factor = formats.latency_unit(latencies)
+    p90_ms = sorted(latencies)[int(0.9 * (len(latencies) - 1))]
+    # the unit of the typical batch, as the text's p50; a clipped stall must not decide it
+    unit, factor = formats.latency_unit([p90_ms])
     values = [v * factor for v in latencies]
-    p90 = sorted(values)[int(0.9 * (len(values) - 1))]
+    p90 = p90_ms * factor
     return line_chart(
         values,
         [f"batch {i + 1}: {formats.latency(v)}" for i, v in enumerate(latencies)],

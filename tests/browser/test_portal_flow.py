@@ -14,6 +14,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from evaluation import formats
 from submissions.models import Submission
 from tests.browser.conftest import DESKTOP, PHONE, wait_for
 from tests.builders import digits_like, linear_classifier, linear_reference
@@ -102,7 +103,7 @@ def test_participant_uploads_watches_ranks_exports_and_operator_hides(
     progress = watch_progress(page)
     assert progress == sorted(progress), progress  # the bar only ever moves forward
     assert page.locator(".chip-succeeded").inner_text() == "Succeeded"
-    assert f"{expected:.5f}" in page.locator("dl.facts").first.inner_text()
+    assert formats.score(expected) in page.locator("dl.facts").first.inner_text()
     assert page.locator("figure.chart svg circle").count() > 0  # per-batch latency chart
     screenshot(page, "03-submission-done")
 
@@ -112,7 +113,7 @@ def test_participant_uploads_watches_ranks_exports_and_operator_hides(
     assert mine.locator("td").first.inner_text() == "1"
     assert page.locator('tr[data-user="baseline"] .chip-baseline').is_visible()
     assert page.locator("figure.chart circle").count() == 3  # three records so far
-    assert f"{expected:.4f}" in mine.inner_text()
+    assert formats.score(expected) in mine.inner_text()  # as on the submission page
     screenshot(page, "04-leaderboard")
 
     with page.expect_download() as download:

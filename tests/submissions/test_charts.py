@@ -42,11 +42,13 @@ def test_an_outlier_is_drawn_on_the_top_edge_and_marked() -> None:
 
 
 def test_the_latency_chart_uses_the_unit_of_the_pages_text(make_task: Any, alice: Any) -> None:
-    tiny = scored(make_task(), alice, 0.9, batch_latencies_ms=[0.0123, 0.0131, 0.0125, 0.164])
+    # a stall of over a millisecond among µs batches: the axis stays in µs, the stall clipped
+    tiny = scored(make_task(), alice, 0.9, batch_latencies_ms=[0.0123, 0.0131, 0.0125, 1.64])
     chart = display.latency_chart(tiny)
     assert chart is not None
     assert all(text.endswith(" µs") for _, text in chart.y_ticks)  # the text says "12.3 µs"
     assert chart.points[0].label == "batch 1: 12.3 µs"
+    assert chart.points[3].clipped and "µs) is drawn on its edge" in chart.clipped_note
 
 
 def test_no_pareto_front_is_drawn_through_timing_noise(make_task: Any) -> None:
