@@ -24,6 +24,7 @@ from django.utils.html import format_html
 from evaluation import formats
 from plumbing.refusal_responses import attempt
 from submissions.admin.forms import AdminUploadForm, TaskAdminForm, dataset_summary_read
+from submissions.admin.rule_forms import RankingRuleForm
 from submissions.admin.services import (
     RETIME_TOP,
     baseline_create,
@@ -91,6 +92,7 @@ class RankingRuleInline(admin.StackedInline):
     """The task's ranking rule (none: the primary metric). Saving re-ranks the boards."""
 
     model = RankingRule
+    form = RankingRuleForm
     max_num = 1
     can_delete = True
     raw_id_fields = ["baseline"]
@@ -103,7 +105,8 @@ class RankingRuleInline(admin.StackedInline):
         "max_parameters",
         "max_flops",
         "max_peak_memory_bytes",
-        "weights",
+        ("weight_score", "weight_latency"),
+        ("weight_parameters", "weight_flops", "weight_peak_memory"),
         "baseline",
     ]
 
