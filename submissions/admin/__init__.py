@@ -115,8 +115,9 @@ class RankingRuleInline(admin.StackedInline):
 RERANKING_FIELDS = {"metric", "leaderboard_frozen_at", "device_class", "final_selections"}
 
 
-class TaskFileInline(admin.TabularInline):
-    """The task page's data section. Size and sha256 are read from the file when it is saved."""
+class TaskFileInline(admin.StackedInline):
+    """The task page's data section. Size and sha256 are read from the file when it is saved.
+    Stacked: as a table its seven columns made the task's page three screens wide."""
 
     model = TaskFile
     extra = 0

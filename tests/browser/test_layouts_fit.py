@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 
+from submissions.demo.datasets import STARTER_PATH
+from submissions.tasks.files import task_file_publish
 from tests.browser.conftest import wait_for
 from tests.browser.test_portal_flow import log_in
 from tests.submissions.test_read_api import scored
@@ -113,6 +115,9 @@ def test_operator_pages_fit_a_laptop(
     browser: Any, live_portal: str, make_task: Any, alice: Any, operator: Any, screenshot: Any
 ) -> None:
     mine = a_busy_board(make_task, alice)
+    # the task-files inline once made the task's page 2,055 px wide
+    starter = STARTER_PATH.read_bytes()
+    task_file_publish(task=mine.task, title="Starter", filename="starter.py", content=starter)
     context = browser.new_context(viewport=LAPTOP)
     page = context.new_page()
     page.goto(f"{live_portal}/admin/login/")
