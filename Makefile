@@ -11,15 +11,25 @@ VAR_DIR ?= $(CURDIR)/var
 
 .PHONY: venv demo test browser lint typecheck bench chaos gpu-check stop clean
 
-$(STAMP): pyproject.toml
+# The demo needs only the project's own dependencies; the development extras (test tools,
+# Playwright, linters, validators) come with the targets that use them.
+DEMO_STAMP := $(VENV)/.installed-demo-stamp
+
+$(DEMO_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(DEMO_STAMP)
+
+$(STAMP): pyproject.toml $(DEMO_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
 
-demo: venv
+# The port first: a taken port stops the demo before it migrates or seeds anything.
+demo: $(DEMO_STAMP)
+	DEBUG=1 $(BIN)/python manage.py rundemo --port $(PORT) --check-port
 	DEBUG=1 $(BIN)/python manage.py migrate --noinput
 	DEBUG=1 $(BIN)/python manage.py seed_demo
 	DEBUG=1 $(BIN)/python manage.py rundemo --port $(PORT) --workers $(WORKERS)

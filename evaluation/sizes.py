@@ -2,9 +2,9 @@
 rule for the admin, the pages, the API, ``oep``, refusals and the docs (no Django: the engine
 and the command-line client use it too).
 
-A model-size limit is always written in MiB, the unit the operator types it in, so the number
-an operator typed is the number every participant reads. Other sizes (files, memory) take the
-binary unit that suits their magnitude.
+A model-size limit, and a model's size beside it, is always written in MiB, the unit the operator
+types it in, so the number an operator typed is the number every participant reads. Other sizes
+(files, memory) take the binary unit that suits their magnitude: ``evaluation.formats.size``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal
 
 MIB = 1 << 20
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
 def _number(value: float, places: int) -> str:
@@ -31,12 +30,3 @@ def mib_value(size: int) -> float:
 def mib_text(size: int) -> str:
     """A model size or limit: "400 MiB", "0.29 MiB", "2,048 MiB"."""
     return f"{_number(size / MIB, 2)} MiB"
-
-
-def size_text(size: float) -> str:
-    """A file or memory size in the largest binary unit it fills: "512 B", "3.2 KiB",
-    "1.5 GiB"."""
-    value, unit = float(size), 0
-    while abs(value) >= 1024 and unit < len(_UNITS) - 1:
-        value, unit = value / 1024, unit + 1
-    return f"{_number(value, 0 if unit == 0 else 1)} {_UNITS[unit]}"

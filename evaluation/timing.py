@@ -87,6 +87,16 @@ class TimingProtocol:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def describe(self) -> str:
+        """The protocol in words, from its own settings, so that what a task page promises is
+        what ``time_passes`` does: the minimums are for the whole phase, split over the passes."""
+        return (
+            f"at least {self.min_time_s:g} s and {self.min_batches:,} batches in all (at most "
+            f"{self.max_time_s:g} s), split evenly over {self.passes} passes, after scoring; "
+            "latency per batch is the median of every timed batch; a spread of the pass medians "
+            f"above {self.unstable_spread * 100:g} % is marked unstable"
+        )
+
 
 @dataclass
 class Timing:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from evaluation.sizes import size_text as _size
+from evaluation.formats import size as _size
 
 
 def _refuse(request: HttpRequest, message: str, status: int) -> HttpResponse:

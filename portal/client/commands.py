@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evaluation import formats
 from evaluation.sizes import mib_text
 from portal.client import display
 from portal.client.api import PortalApi, Refused, copy_stream
@@ -187,7 +188,14 @@ def _score(s: dict[str, Any]) -> str:
     is withdrawn (the API then omits them)."""
     if s.get("task_withdrawn"):
         return "withheld"
-    return "blind" if s.get("scores_blind") else display.number(s.get("score"), 6)
+    return "blind" if s.get("scores_blind") else formats.score(s.get("score"))
+
+
+def _other_metrics(s: dict[str, Any]) -> dict[str, str]:
+    """The metrics besides the score, labelled and written as the site writes them."""
+    primary = str((s.get("display") or {}).get("metric_label", ""))
+    shown = formats.metrics(s.get("metrics") or {})
+    return {label: value for label, value in shown.items() if label != primary}
 
 
 def _task(s: dict[str, Any]) -> str:
@@ -202,7 +210,7 @@ def _final(s: dict[str, Any]) -> int:
     if s["status"] == "succeeded":
         print(
             f"Submission {s['id']} succeeded: score {_score(s)}, "
-            f"p50 {display.number(s['latency_p50_ms'])} ms per batch on {s['device_name']}."
+            f"p50 {formats.latency(s['latency_p50_ms'])} per batch on {s['device_name']}."
         )
         return 0
     reason = s.get("error_message") or "no reason given"
@@ -214,7 +222,7 @@ def status(args: argparse.Namespace) -> int:
     pairs: list[tuple[str, Any]] = [
         ("Submission", s["id"]),
         ("Task", _task(s)),
-        ("File", f"{s['original_name']} ({mib_text(s['size_bytes'])})"),
+        ("File", f"{s['original_name']} ({formats.size(s['size_bytes'])})"),
         ("Status", s["status"] + (f" ({s['progress']:.0%})" if s["status"] == "running" else "")),
         ("Submitted", display.local_time(s["created_at"])),
         ("Finished", display.local_time(s["finished_at"])),
@@ -226,9 +234,14 @@ def status(args: argparse.Namespace) -> int:
             ("Score", _score(s)),
             (
                 "Metrics",
-                ", ".join(f"{k} {display.number(v)}" for k, v in (s.get("metrics") or {}).items()),
+                ", ".join(f"{k} {v}" for k, v in _other_metrics(s).items()),
             ),
-            ("Latency", f"p50 {display.number(s['latency_p50_ms'])} ms per batch"),
+            (
+                "Latency",
+                f"p50 {formats.latency(s['latency_p50_ms'])} "
+                f"{formats.spread(s.get('latency_spread'))} per batch".replace("  ", " "),
+            ),
+            ("Throughput", formats.throughput(s.get("throughput"))),
             ("Ran on", f"{s['device_name']} ({s['provider']})"),
         ]
     if s.get("flops") is not None:
@@ -236,7 +249,8 @@ def status(args: argparse.Namespace) -> int:
         pairs.append(
             (
                 "Costs",
-                f"{partial}{s['flops']:,} FLOPs at the batch shape, {s['parameters']:,} parameters",
+                f"{partial}{formats.si(s['flops'])} FLOPs at the batch shape, "
+                f"{formats.si(s['parameters'])} parameters",
             )
         )
         if s.get("costs_incomplete_reason"):
@@ -309,16 +323,17 @@ def leaderboard(args: argparse.Namespace) -> int:
         [
             r["rank"],
             r["user"] + (" (baseline)" if r["is_baseline"] else ""),
-            display.number(r["score"], 6),
-            display.number(r["latency_p50_ms"]),
+            formats.score(r["score"]),
+            formats.latency(r["latency_p50_ms"]),
             r["submission_id"],
             display.local_time(r["submitted_at"]),
         ]
         for r in board["rows"]
     ]
     direction = "higher" if board["higher_is_better"] else "lower"
-    print(f"{board['task']}: {board['board']} board, {board['metric']} ({direction} is better)")
-    display.table(["RANK", "USER", "SCORE", "P50 MS", "SUBMISSION", "SUBMITTED"], rows)
+    label = formats.metric_label(board["metric"])
+    print(f"{board['task']}: {board['board']} board, {label} ({direction} is better)")
+    display.table(["RANK", "USER", "SCORE", "P50 / BATCH", "SUBMISSION", "SUBMITTED"], rows)
     return 0
 
 

@@ -24,14 +24,6 @@ def local_time(iso: str | None) -> str:
         return iso
 
 
-def number(value: Any, digits: int = 4) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}"
-    return str(value)
-
-
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: IO[str] = sys.stdout) -> None:
     cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]

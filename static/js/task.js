@@ -44,3 +44,51 @@
   }
   if (counters.length) { tick(); setInterval(tick, 1000); }
 })();
+
+// The queue an upload made now would join: its class's waiting and running counts, the
+// machines online and the estimated start, from the queue API (GET /api/queue/).
+(function () {
+  "use strict";
+  var box = document.querySelector("[data-task-queue]");
+  if (!box || !window.fetch) return;
+  var counts = box.querySelector("[data-queue-counts]");
+  var start = box.querySelector("[data-queue-start]");
+
+  // The same rule as evaluation.formats.duration: seconds below 90 s, then minutes, then hours.
+  function duration(s) {
+    s = Math.round(s);
+    if (s < 90) return s + " s";
+    var m = Math.round(s / 60);
+    return m < 90 ? m + " min" : Math.floor(m / 60) + " h " + (m % 60) + " min";
+  }
+  function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
+
+  function show(c) {
+    var parts = [c.queued + " waiting", c.running + " running"];
+    if (c.workers_online !== null) parts.push(plural(c.workers_online, "machine") + " online");
+    counts.textContent = c.name + " machines: " + parts.join(" · ") + ".";
+    counts.dataset.queued = c.queued;
+    if (c.workers_online === 0) {
+      start.textContent = "No evaluation machine of this class is online: an upload now waits " +
+        "until one comes back, and does not count against your quota until it starts.";
+    } else if (c.estimated_wait_s_next !== null) {
+      start.textContent = c.estimated_wait_s_next < 1 ? "An upload now would start at once." :
+        "An upload now would start in about " + duration(c.estimated_wait_s_next) + ".";
+    } else {
+      start.textContent = "";
+    }
+  }
+  function load() {
+    fetch(box.dataset.url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (q) {
+        var found = q && q.device_classes.filter(function (c) {
+          return c.slug === box.dataset.deviceClass;
+        })[0];
+        if (found) show(found);
+      })
+      .catch(function () { /* the link to the queue page stays */ });
+  }
+  load();
+  setInterval(function () { if (!document.hidden) load(); }, 15000);
+})();

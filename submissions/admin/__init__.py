@@ -18,11 +18,14 @@ from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseRed
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
+from evaluation import formats
 from plumbing.refusal_responses import attempt
 from submissions.admin.datasets import dataset_summary_read
 from submissions.admin.forms import AdminUploadForm, TaskAdminForm
+from submissions.admin.rule_forms import RankingRuleForm
 from submissions.admin.services import (
     RETIME_TOP,
     baseline_create,
@@ -52,6 +55,22 @@ def _log_each(
         model_admin.log_change(request, obj, message)
 
 
+def _moment(at: Any) -> str:
+    """A date and time as the admin's lists show them: short, in the site's time zone."""
+    return timezone.localtime(at).strftime("%Y-%m-%d %H:%M")
+
+
+# What an operator's flag action did, as the message after it says.
+FLAG_WORDS = {
+    ("hidden", True): "Hidden from the leaderboard",
+    ("hidden", False): "Shown on the leaderboard again",
+    ("disqualified", True): "Disqualified",
+    ("disqualified", False): "Disqualification lifted",
+    ("is_baseline", True): "Marked as baselines",
+    ("is_baseline", False): "No longer baselines",
+}
+
+
 def _report(
     model_admin: admin.ModelAdmin, request: HttpRequest, done: int, asked: int, what: str
 ) -> None:
@@ -74,6 +93,7 @@ class RankingRuleInline(admin.StackedInline):
     """The task's ranking rule (none: the primary metric). Saving re-ranks the boards."""
 
     model = RankingRule
+    form = RankingRuleForm
     max_num = 1
     can_delete = True
     raw_id_fields = ["baseline"]
@@ -86,7 +106,8 @@ class RankingRuleInline(admin.StackedInline):
         "max_parameters",
         "max_flops",
         "max_peak_memory_bytes",
-        "weights",
+        ("weight_score", "weight_latency"),
+        ("weight_parameters", "weight_flops", "weight_peak_memory"),
         "baseline",
     ]
 
@@ -95,8 +116,9 @@ class RankingRuleInline(admin.StackedInline):
 RERANKING_FIELDS = {"metric", "leaderboard_frozen_at", "device_class", "final_selections"}
 
 
-class TaskFileInline(admin.TabularInline):
-    """The task page's data section. Size and sha256 are read from the file when it is saved."""
+class TaskFileInline(admin.StackedInline):
+    """The task page's data section. Size and sha256 are read from the file when it is saved.
+    Stacked: as a table its seven columns made the task's page three screens wide."""
 
     model = TaskFile
     extra = 0
@@ -108,17 +130,14 @@ class TaskFileInline(admin.TabularInline):
 class TaskAdmin(admin.ModelAdmin):
     form = TaskAdminForm
     inlines = [RankingRuleInline, TaskFileInline]
+    # What an operator scans for; shapes and the other dates are on the task's page. Twelve
+    # columns did not fit a laptop.
     list_display = [
         "slug",
         "title",
-        "metric",
-        "batch_size",
-        "input_shape",
-        "opens_at",
-        "closes_at",
+        "metric_shown",
+        "closes",
         "leaderboard",
-        "leaderboard_frozen_at",
-        "private_revealed",
         "is_hidden",
         "device_class",
     ]
@@ -166,9 +185,12 @@ class TaskAdmin(admin.ModelAdmin):
         (
             "Timing",
             {
-                "fields": ["timing"],
-                "description": "How models are timed after scoring; unset keys take the "
-                "worker's EVAL_TIMING_* defaults.",
+                "fields": [
+                    ("timing_min_time_s", "timing_min_batches", "timing_max_time_s"),
+                    ("timing_passes", "timing_unstable_spread", "timing_lock_wait_s"),
+                ],
+                "description": "How models are timed after scoring; a box left empty takes "
+                "the worker's EVAL_TIMING_* default, shown in it.",
             },
         ),
         ("Dates", {"fields": ["opens_at", "closes_at", "private_reveal_at"]}),
@@ -204,6 +226,14 @@ class TaskAdmin(admin.ModelAdmin):
         formset.save_m2m()
 
     readonly_fields = ["current_dataset_summary", "dataset_summary"]
+
+    @admin.display(description="Closes", ordering="closes_at")
+    def closes(self, task: Task) -> str:
+        return _moment(task.closes_at) if task.closes_at else "–"
+
+    @admin.display(description="Metric", ordering="metric")
+    def metric_shown(self, task: Task) -> str:
+        return formats.metric_label(task.metric)
 
     @admin.display(description="Dataset versions")
     def current_dataset_summary(self, task: Task) -> str:
@@ -331,21 +361,10 @@ class TaskAdmin(admin.ModelAdmin):
 @admin.register(Submission)
 class SubmissionAdmin(admin.ModelAdmin):
     change_list_template = "admin/submissions/submission/change_list.html"
-    list_display = [
-        "id",
-        "task",
-        "user",
-        "display_name",
-        "original_name",
-        "status",
-        "score",
-        "provider",
-        "worker_name",
-        "created_at",
-        "hidden",
-        "disqualified",
-        "is_baseline",
-    ]
+    # What an operator decides on first (status, score, flags), then whose; the file, provider
+    # and worker are on the submission's own page. Thirteen columns did not fit a laptop.
+    list_display = ["id", "status", "score_shown", "flags", "task_slug", "entrant", "submitted"]
+    list_display_links = ["id"]
     list_filter = [
         "task",
         "status",
@@ -367,6 +386,33 @@ class SubmissionAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         names = [f.name for f in Submission._meta.concrete_fields if f.name not in self.EDITABLE]
         return ["model_download", *(n for n in names if n not in ("id", "model_file"))]
+
+    @admin.display(description="Score", ordering="score")
+    def score_shown(self, submission: Submission) -> str:
+        return formats.score(submission.score)
+
+    @admin.display(description="Flags")
+    def flags(self, submission: Submission) -> str:
+        on = [
+            ("hidden", submission.hidden),
+            ("disqualified", submission.disqualified),
+            ("baseline", submission.is_baseline),
+            ("system failure", submission.failed_by_system),
+        ]
+        return ", ".join(name for name, flag in on if flag) or "–"
+
+    @admin.display(description="Task", ordering="task__slug")
+    def task_slug(self, submission: Submission) -> str:
+        return submission.task.slug
+
+    @admin.display(description="Submitted", ordering="created_at")
+    def submitted(self, submission: Submission) -> str:
+        return _moment(submission.created_at)
+
+    @admin.display(description="Entrant", ordering="user__username")
+    def entrant(self, submission: Submission) -> str:
+        name = submission.user.username
+        return f"{submission.display_name} ({name})" if submission.display_name else name
 
     @admin.display(description="Model file")
     def model_download(self, submission: Submission) -> str:
@@ -434,7 +480,10 @@ class SubmissionAdmin(admin.ModelAdmin):
         what = f"Set {flag} to {value}"
         logged = what + (f": {reason.strip()}" if reason.strip() else "")
         _log_each(self, request, list(Submission.objects.filter(pk__in=ids)), logged)
-        _report(self, request, len(ids), queryset.count(), what)
+        # the message names the change in words, and which rows: the list's Flags column shows it
+        changed = ", ".join(f"#{pk}" for pk in sorted(ids)[:10]) + (" …" if len(ids) > 10 else "")
+        said = FLAG_WORDS[flag, value] + (f" ({changed})" if ids else "")
+        _report(self, request, len(ids), queryset.count(), said)
 
     def _flag_with_reason(
         self, request: HttpRequest, queryset: QuerySet[Submission], flag: str, action: str

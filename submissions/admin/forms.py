@@ -15,6 +15,7 @@ from django.urls import reverse
 
 from evaluation.metrics import get_metric, metric_choices, options_resolve
 from evaluation.sizes import MIB
+from evaluation.timing import TimingProtocol
 from submissions.admin.datasets import DatasetSummary, dataset_validate, metric_help
 from submissions.admin.services import (
     dataset_pending_discard,
@@ -22,6 +23,7 @@ from submissions.admin.services import (
     dataset_pending_save,
 )
 from submissions.models import Task
+from submissions.models.core import default_timing_protocol
 
 MAX_DIMENSIONS = 8
 MAX_DIMENSION = 2**31 - 1  # what ONNX runtimes index with; a larger dimension is a typo
@@ -79,7 +81,12 @@ class ShapeField(forms.Field):
         return shape_parse(value, example=self.example)
 
     def prepare_value(self, value: Any) -> Any:
+        if value is None:  # a new task: an empty box with the example, not "null"
+            return ""
         return value if isinstance(value, str) else json.dumps(value)
+
+    def widget_attrs(self, widget: forms.Widget) -> dict[str, Any]:
+        return {**super().widget_attrs(widget), "placeholder": self.example}
 
 
 class _StoredFile:
@@ -100,6 +107,29 @@ class StaffFileInput(forms.ClearableFileInput):
 
     def format_value(self, value: Any) -> Any:
         return _StoredFile(str(value), self.url) if value else None
+
+
+# The timing protocol's settings, one field each instead of a JSON box: (key, label, help).
+TIMING_FIELDS = (
+    ("min_time_s", "Minimum time (s)", "For the whole timing phase, split over the passes."),
+    ("min_batches", "Minimum batches", "In all, split over the passes."),
+    ("max_time_s", "Maximum time (s)", "A slow model stops early, with a batch per pass."),
+    ("passes", "Passes", "Latency is the median over every timed batch of them all."),
+    (
+        "unstable_spread",
+        "Unstable above",
+        "Spread of the pass medians marked unstable (0.05: 5 %).",
+    ),
+    ("lock_wait_s", "Lock wait (s)", "How long to wait for the device before timing shared."),
+)
+
+
+def timing_field(key: str, label: str, help_text: str) -> forms.Field:
+    """Left empty: the worker's EVAL_TIMING_* default, shown as the placeholder."""
+    whole = key in ("min_batches", "passes")
+    field: forms.Field = forms.IntegerField() if whole else forms.FloatField()
+    field.required, field.label, field.help_text = False, label, help_text
+    return field
 
 
 class TaskAdminForm(forms.ModelForm):
@@ -156,6 +186,12 @@ class TaskAdminForm(forms.ModelForm):
         help_text="The largest .onnx file accepted, in MiB (1 MiB = 1,048,576 bytes); pages, "
         "the API, oep and refusals state it in MiB too.",
     )
+    timing_min_time_s = timing_field(*TIMING_FIELDS[0])
+    timing_min_batches = timing_field(*TIMING_FIELDS[1])
+    timing_max_time_s = timing_field(*TIMING_FIELDS[2])
+    timing_passes = timing_field(*TIMING_FIELDS[3])
+    timing_unstable_spread = timing_field(*TIMING_FIELDS[4])
+    timing_lock_wait_s = timing_field(*TIMING_FIELDS[5])
     # A dataset uploaded with a form that failed elsewhere, kept in storage for the next try.
     dataset_pending = forms.CharField(required=False, widget=forms.HiddenInput)
 
@@ -178,7 +214,6 @@ class TaskAdminForm(forms.ModelForm):
             "submissions_total",
             "device_class",
             "queued_per_user",
-            "timing",
             "opens_at",
             "closes_at",
             "leaderboard",
@@ -202,6 +237,11 @@ class TaskAdminForm(forms.ModelForm):
         metric: Any = self.fields["metric"]  # a ChoiceField (the model field has choices)
         metric.choices = metric_choices()
         self.fields["metric"].help_text = metric_help()
+        defaults = default_timing_protocol().as_dict()
+        for key, *_ in TIMING_FIELDS:
+            field = self.fields[f"timing_{key}"]
+            field.widget.attrs["placeholder"] = f"{defaults[key]:g} (default)"
+            field.initial = (self.instance.timing or {}).get(key)
         if self.instance.pk:
             self.fields["max_model_mb"].initial = _megabytes(self.instance.max_model_bytes)
             url = reverse("admin:submissions_task_dataset", args=[self.instance.pk])
@@ -220,6 +260,7 @@ class TaskAdminForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
+        self._timing_clean(cleaned)
         if cleaned.get("max_model_mb") is not None:
             self.instance.max_model_bytes = int(cleaned["max_model_mb"] * MIB)
         if not self._metric_fits(cleaned):
@@ -263,6 +304,20 @@ class TaskAdminForm(forms.ModelForm):
             self.add_error("output_shape", "A segmentation output is [C, H, W], C class scores.")
             return False
         return True
+
+    def _timing_clean(self, cleaned: dict[str, Any]) -> None:
+        """The task's own timing settings: those filled in; checked as the worker reads them."""
+        config = {
+            key: cleaned[f"timing_{key}"]
+            for key, *_ in TIMING_FIELDS
+            if cleaned.get(f"timing_{key}") is not None
+        }
+        try:
+            TimingProtocol.from_config(config, default_timing_protocol())
+        except ValueError as exc:
+            self.add_error(None, f"Timing: {exc}")
+            return
+        self.instance.timing = config
 
     def dataset_pending_done(self) -> None:
         """After the save: the kept file (if any) is in the task's storage now; drop it."""

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from evaluation.sizes import size_text
+from evaluation import formats
 from submissions.boards import ranking
 from submissions.models import Submission, Task
 from submissions.models.ranking import submission_measures
@@ -38,56 +38,28 @@ class PageRow:
 Renderer = Callable[[Any, PageRow], str]  # a SafeString is HTML, any other str text
 
 
-def format_latency(ms: float | None) -> str:
-    """A time per batch in units that fit: µs below a millisecond (a tiny model's batch reads in
-    µs, not as "0.01 ms"), three significant figures, ms with two decimals above."""
-    if ms is None:
-        return "—"
-    if ms < 1.0:
-        return f"{ms * 1000:.3g} µs"
-    return f"{ms:,.2f} ms"
-
-
-def format_spread(spread: float | None) -> str:
-    """The spread across timing passes as ``± 1.2 %``."""
-    return "" if spread is None else f"± {spread * 100:.1f} %"
-
-
-def format_count(n: int | None) -> str:
-    """Parameters or FLOPs in SI units, three significant figures: 1.23 M, 4.56 G."""
-    if n is None:
-        return "—"
-    for size, unit in ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k")):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return str(n)
-
-
 def format_flops(s: Submission) -> SafeString:
     """FLOPs in SI units; a count that leaves nodes out reads "≥ n", the reason in its title."""
     reason = s.costs_incomplete_reason
     if not reason:
-        return format_html("{}", format_count(s.flops))
+        return format_html("{}", formats.si(s.flops))
     return format_html(
         '<span class="partial" title="Not counted in full: {}" data-costs-incomplete>≥ {}</span>',
         reason,
-        format_count(s.flops),
+        formats.si(s.flops),
     )
-
-
-def format_bytes(n: int | None) -> str:
-    return "—" if n is None else size_text(n)
-
-
-def number(value: float | None, places: int) -> str:
-    return "" if value is None else f"{value:,.{places}f}".replace(",", "")
 
 
 def latency_marks(s: Submission, rule: ranking.Rule) -> list[tuple[str, str, str]]:
     """(css class, text, explanation) for what qualifies an entry's latency on the board."""
     marks = []
     if s.latency_unstable:
-        marks.append(("chip-unstable", "unstable", "its timing passes disagreed"))
+        why = (
+            f"the medians of its timing passes differ by {formats.spread(s.latency_spread)}, more "
+            "than the task allows (a busy device, usually): its latency is less certain, its "
+            "score is not affected"
+        )
+        marks.append(("chip-unstable", "unstable", why))
     if s.timing_exclusive is False:
         marks.append(("chip-shared", "shared", "timed without exclusivity"))
     measures = submission_measures(s, "public")
@@ -106,9 +78,17 @@ def latency_marks(s: Submission, rule: ranking.Rule) -> list[tuple[str, str, str
 # --- Renderers: (the column's value, the row on the page) -> the cell's content.
 
 
-def decimals(places: int) -> Renderer:
-    """A number with ``places`` decimals, no thousands separator; empty for none."""
-    return lambda value, at: number(value, places)
+def significant(digits: int) -> Renderer:
+    """A measured number to ``digits`` significant digits (evaluation.formats); "—" for none."""
+    return lambda value, at: formats.NONE if value is None else formats.significant(value, digits)
+
+
+def score(value: float | None, at: PageRow) -> str:
+    return formats.score(value)
+
+
+def throughput(value: float | None, at: PageRow) -> str:
+    return formats.si(value)
 
 
 def plain(value: Any, at: PageRow) -> str:
@@ -147,7 +127,7 @@ def other_metrics(value: dict[str, float], at: PageRow) -> SafeString:
     return format_html_join(
         " ",
         "<span>{} {}</span>",
-        ((name, number(v, 4)) for name, v in value.items() if name != at.task.metric),
+        formats.metrics(value, leave_out=at.task.metric).items(),
     )
 
 
@@ -155,7 +135,7 @@ def latency(value: float | None, at: PageRow) -> SafeString:
     """p50 in units that fit, its spread, and marks; the other percentiles in the tooltip."""
     s = at.row.submission
     others = " · ".join(
-        f"{p} {format_latency(getattr(s, f'latency_{p}_ms'))}"
+        f"{p} {formats.latency(getattr(s, f'latency_{p}_ms'))}"
         for p in ("p90", "p95", "p99", "mean")
         if getattr(s, f"latency_{p}_ms") is not None
     )
@@ -169,14 +149,14 @@ def latency(value: float | None, at: PageRow) -> SafeString:
     return format_html(
         '<span title="{}">{}</span> <small class="spread">{}</small>{}',
         others,
-        format_latency(value),
-        format_spread(s.latency_spread),
+        formats.latency(value),
+        formats.spread(s.latency_spread),
         marks,
     )
 
 
 def count(value: int | None, at: PageRow) -> str:
-    return format_count(value)
+    return formats.si(value)
 
 
 def flops(value: int | None, at: PageRow) -> SafeString:
@@ -184,7 +164,7 @@ def flops(value: int | None, at: PageRow) -> SafeString:
 
 
 def size(value: int | None, at: PageRow) -> str:
-    return format_bytes(value)
+    return formats.size(value)
 
 
 def device(value: str, at: PageRow) -> str:

@@ -10,9 +10,10 @@ from django.utils import timezone
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from evaluation import formats
 from evaluation.inspect import runtime_limits
 from submissions.boards import ranking
-from submissions.boards.cells import PageRow, format_latency
+from submissions.boards.cells import PageRow
 from submissions.boards.charts import Chart, line_chart, scatter_chart, step_chart
 from submissions.boards.row import COLUMNS, Column, LeaderboardRow, PageCell, page_cells
 from submissions.lifecycle.selectors import ScoreRecord, SpeedPoint
@@ -26,7 +27,7 @@ def best_score_chart(records: Sequence[ScoreRecord]) -> Chart | None:
     return step_chart(
         [r.at.timestamp() for r in records],
         [r.score for r in records],
-        [f"{when(r)} · {r.score:.4f} · {r.username}" for r in records],
+        [f"{when(r)} · {formats.score(r.score)} · {r.username}" for r in records],
         (when(records[0]), timezone.localtime().strftime("%Y-%m-%d %H:%M"))
         if records
         else ("", ""),
@@ -84,10 +85,47 @@ def timing_facts(submission: Submission) -> list[tuple[str, str]]:
     return [(label, value.strip()) for label, value in facts if value and value.strip()]
 
 
+def submission_figures(submission: Submission, *, scores: bool) -> dict[str, Any]:
+    """A result's figures as every surface writes them (evaluation.formats): the submission page
+    shows these, the API returns them as ``display`` and ``oep`` prints the same. Without
+    ``scores`` (a blind board) the score and the metrics are left out."""
+    s = submission
+    figures: dict[str, Any] = {
+        "metric_label": formats.metric_label(s.task.metric),
+        "latency_p50": formats.latency(s.latency_p50_ms),
+        "latency_spread": formats.spread(s.latency_spread),
+        "throughput": formats.throughput(s.throughput),
+        "peak_memory": formats.size(s.peak_memory_bytes),
+        "parameters": formats.si(s.parameters),
+        "flops": formats.si(s.flops),
+    }
+    if scores:
+        figures["score"] = formats.score(s.score)
+        figures["metrics"] = formats.metrics(s.metrics or {}, leave_out=s.task.metric)
+    return figures
+
+
+# A batch slower than this many times the 90th percentile is drawn on the chart's top edge: one
+# stall flattened every other batch into a line along the bottom.
+OUTLIER_FACTOR = 3.0
+
+
 def latency_chart(submission: Submission) -> Chart | None:
+    """Per-batch latency in the unit the page's text uses for these numbers (µs or ms, from
+    evaluation.formats), outliers on the top edge, marked."""
     latencies = [float(v) for v in submission.batch_latencies_ms or []]
+    if not latencies:
+        return None
+    p90_ms = sorted(latencies)[int(0.9 * (len(latencies) - 1))]
+    # the unit of the typical batch, as the text's p50; a clipped stall must not decide it
+    unit, factor = formats.latency_unit([p90_ms])
+    values = [v * factor for v in latencies]
+    p90 = p90_ms * factor
     return line_chart(
-        latencies, [f"batch {i + 1}: {format_latency(v)}" for i, v in enumerate(latencies)]
+        values,
+        [f"batch {i + 1}: {formats.latency(v)}" for i, v in enumerate(latencies)],
+        ceiling=OUTLIER_FACTOR * p90 if p90 > 0 else None,
+        y_unit=unit,
     )
 
 
@@ -103,7 +141,7 @@ def leaderboard_csv_rows(
     column. Latencies are ms per batch at full precision; the page rounds, the CSV does not."""
     metric_names = sorted({name for row in rows for name in row.metrics})
     names = {
-        "metric": task.metric,
+        "metric": formats.metric_label(task.metric),  # the metrics' own columns keep their keys
         "direction": task.direction.word,
         "rule": rule.kind,
     }
@@ -163,6 +201,7 @@ class BoardColumn:
     next_dir: str  # what clicking the header asks for
     aria_sort: str  # "ascending", "descending" or "none"
     numeric: bool
+    folded: tuple[BoardColumn, ...] = ()  # on "More": the folded columns, sortable by link
 
 
 def _shown(rule: ranking.Rule, columns: Sequence[Column]) -> list[tuple[Column, PageCell]]:
@@ -184,32 +223,56 @@ def board_columns(
 ) -> list[BoardColumn]:
     """The page's headers; the score's first click goes best-first in the metric's direction."""
     best_first = "desc" if task.direction.best_first_descending else "asc"
-    headers = []
-    for _, cell in _shown(rule, columns):
-        label = cell.label.format(metric=task.metric_label, arrow=task.direction.arrow)
+    headers: list[BoardColumn] = []
+    folded: list[BoardColumn] = []
+    shown = _shown(rule, columns)
+    for _, cell in shown:
+        label = _label(task, cell)
         if cell.sort and cell.sort == sort:
             next_dir = "asc" if descending else "desc"
             aria = "descending" if descending else "ascending"
         else:
             next_dir = best_first if cell.first_dir == "best" else cell.first_dir
             aria = "none"
-        headers.append(BoardColumn(cell.sort, label, next_dir, aria, cell.numeric))
+        column = BoardColumn(cell.sort, label, next_dir, aria, cell.numeric)
+        (folded if cell.folded else headers).append(column)
+    if folded:
+        headers.append(BoardColumn("", "More", "", "none", False, tuple(folded)))
     return headers
+
+
+def _label(task: Task, cell: PageCell) -> str:
+    return cell.label.format(metric=task.metric_label, arrow=task.direction.arrow)
 
 
 def _td_open(cell: PageCell) -> str:
     return format_html('<td class="{}">', cell.css) if cell.css else "<td>"
 
 
+def _more_html(at: PageRow, folded: Sequence[tuple[Column, PageCell, str]]) -> str:
+    """The row's folded columns as a list under a "More" disclosure, in their page order."""
+    items = "".join(
+        f"<dt>{conditional_escape(_label(at.task, cell))}</dt>"
+        f"<dd>{conditional_escape(cell.html(column.value(at.row), at))}</dd>"
+        for column, cell, _ in folded
+    )
+    return f'<td class="more"><details><summary>More</summary><dl>{items}</dl></details></td>'
+
+
 def _row_html(at: PageRow, shown: Sequence[tuple[Column, PageCell, str]]) -> SafeString:
-    """One <tr>: a cell per shown column, its content escaped unless built as HTML."""
+    """One <tr>: a cell per shown column, its content escaped unless built as HTML, then the
+    folded columns in one "More" cell."""
     s = at.row.submission
     flags = (("mine", at.mine), ("baseline", s.is_baseline), ("unranked", not at.row.ranked))
     classes = " ".join(css for css, on in flags if on)
     tds = "".join(
         f"{td_open}{conditional_escape(cell.html(column.value(at.row), at))}</td>"
         for column, cell, td_open in shown
+        if not cell.folded
     )
+    folded = [item for item in shown if item[1].folded]
+    if folded:
+        tds += _more_html(at, folded)
     return format_html(
         '<tr class="{}" data-user="{}">{}</tr>', classes, s.user.username, mark_safe(tds)
     )
@@ -228,7 +291,8 @@ def leaderboard_rows_html(
     rank. Built here rather than in the template, which was a large part of the page's time;
     every value is escaped the same way the template would."""
     shown = [(column, cell, _td_open(cell)) for column, cell in _shown(rule, columns)]
-    width = len(shown)
+    unfolded = sum(not cell.folded for _, cell, _ in shown)
+    width = unfolded + (unfolded < len(shown))  # the "More" cell
     parts: list[str] = []
     ranked_before = False
     for pinned, row in rows:
@@ -257,16 +321,23 @@ class ParetoChart:
     front: int  # points on the front
     drawn: int  # points on the chart, the front's included
     entries: int  # entries timed on the task's device class (the front is taken over all)
+    noise: bool = False  # no front: the latencies differ by less than their timing spread
 
     @property
     def note(self) -> str:
-        """What the caption says when not every entry is drawn."""
-        if self.drawn == self.entries:
-            return ""
-        return (
-            f"Drawn: the front and the {self.drawn - self.front:,} best-ranked of "
-            f"{self.entries:,} entries."
-        )
+        """What the caption says when not every entry is drawn, or no front is."""
+        said = []
+        if self.noise:
+            said.append(
+                "No front is drawn: the entries' latencies differ by less than their timing "
+                "spread, so which is faster is noise."
+            )
+        if self.drawn != self.entries:
+            said.append(
+                f"Drawn: the front and the {self.drawn - self.front:,} best-ranked of "
+                f"{self.entries:,} entries."
+            )
+        return " ".join(said)
 
 
 def pareto_chart(
@@ -284,13 +355,15 @@ def pareto_chart(
     front = ranking.pareto_front(
         [(p.latency_p50_ms, p.score) for p in shown], direction=task.direction
     )
+    if _within_spread([p.latency_p50_ms for p in shown], [p.latency_spread for p in shown]):
+        front = []  # a front drawn through timing noise would rank noise
     on_front = set(front)
     others = [i for i in range(len(shown)) if i not in on_front][:PARETO_OTHERS_DRAWN]
     drawn = sorted(on_front.union(others))
     position = {i: n for n, i in enumerate(drawn)}
     labels = [
-        f"{shown[i].username} · {task.metric} {shown[i].score:.4f} · "
-        f"{format_latency(shown[i].latency_p50_ms)}"
+        f"{shown[i].username} · {task.metric_label} {formats.score(shown[i].score)} · "
+        f"{formats.latency(shown[i].latency_p50_ms)}"
         + (" · on the Pareto front" if i in on_front else "")
         for i in drawn
     ]
@@ -299,6 +372,20 @@ def pareto_chart(
         [shown[i].score for i in drawn],
         labels,
         [position[i] for i in front],
-        x_unit=format_latency,
+        x_unit=formats.latency,
+        texts=[shown[i].username if i in on_front else "" for i in drawn],
     )
-    return ParetoChart(chart, len(front), len(drawn), len(shown)) if chart is not None else None
+    if chart is None:
+        return None
+    return ParetoChart(
+        chart, len(front), len(drawn), len(shown), noise=not front and len(shown) > 1
+    )
+
+
+def _within_spread(latencies: Sequence[float], spreads: Sequence[float | None]) -> bool:
+    """Whether every latency lies within the timing spread of the others: the fastest and the
+    slowest differ by no more than the largest spread measured among them."""
+    if len(latencies) < 2 or min(latencies) <= 0:
+        return False
+    widest = max((s for s in spreads if s is not None), default=0.0)
+    return max(latencies) / min(latencies) - 1 <= widest

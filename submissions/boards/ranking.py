@@ -28,6 +28,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from evaluation.formats import metric_label
 from evaluation.metrics import Direction
 
 PRIMARY = "primary"
@@ -161,7 +162,9 @@ def _budget_reasons(rule: Rule, m: Measures) -> list[str]:
     threshold = rule.metric_threshold
     if threshold is not None and m.score is not None and rule.direction.beats(threshold, m.score):
         side = "below the minimum" if rule.higher_is_better else "above the maximum"
-        reasons.append(f"{rule.metric} {_number(m.score)} is {side} {_number(threshold)}")
+        reasons.append(
+            f"{metric_label(rule.metric)} {_number(m.score)} is {side} {_number(threshold)}"
+        )
     for name, value, budget in (
         ("parameters", m.parameters, rule.max_parameters),
         ("FLOPs", m.flops, rule.max_flops),
@@ -180,7 +183,7 @@ def _budget_reasons(rule: Rule, m: Measures) -> list[str]:
 
 def _term(rule: Rule, measure: str, weight: float, m: Measures) -> tuple[float | None, str]:
     """One weighted ``exp(2 · ratio)`` term, or None and the reason it cannot be computed."""
-    label = MEASURES[measure] if measure != "score" else rule.metric
+    label = MEASURES[measure] if measure != "score" else metric_label(rule.metric)
     value = m.value(measure, rule.percentile)
     base = rule.baseline.value(measure, rule.percentile) if rule.baseline else None
     if measure == "flops" and m.flops_incomplete:
@@ -249,12 +252,13 @@ def describe(rule: Rule) -> str:
     """The rule in one sentence, for the page, the CSV header and the API."""
     direction = rule.direction.word
     if rule.kind == PRIMARY:
-        return f"Ranked by {rule.metric} ({direction} is better)."
+        return f"Ranked by {metric_label(rule.metric)} ({direction} is better)."
     budgets = _budget_sentence(rule)
     if rule.kind == CONSTRAINED:
-        return f"Ranked by {rule.metric} ({direction} is better) among entries with {budgets}."
+        metric = metric_label(rule.metric)
+        return f"Ranked by {metric} ({direction} is better) among entries with {budgets}."
     terms = " + ".join(
-        f"{w:g}·exp(2·{MEASURES[k] if k != 'score' else rule.metric} ratio)"
+        f"{w:g}·exp(2·{MEASURES[k] if k != 'score' else metric_label(rule.metric)} ratio)"
         for k, w in sorted(rule.weights.items())
         if w
     )
@@ -271,7 +275,7 @@ def _budget_sentence(rule: Rule) -> str:
         parts.append(f"{rule.percentile} latency ≤ {_number(rule.latency_budget_ms)} ms")
     if rule.metric_threshold is not None:
         sign = "≥" if rule.higher_is_better else "≤"
-        parts.append(f"{rule.metric} {sign} {_number(rule.metric_threshold)}")
+        parts.append(f"{metric_label(rule.metric)} {sign} {_number(rule.metric_threshold)}")
     for name, budget in (
         ("parameters", rule.max_parameters),
         ("FLOPs", rule.max_flops),

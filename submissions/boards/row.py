@@ -90,6 +90,9 @@ class PageCell:
     css: str = "num"  # the cell's classes; "num" aligns the header and the cell as numbers
     first_dir: str = "asc"  # the header's first click: "asc", "desc", or "best" first
     composite_only: bool = False  # shown only under a composite rule
+    # Folded into the row's "More" cell rather than given a column of its own: a board of every
+    # column was wider than a laptop's screen. Rank, name, score and latency keep columns.
+    folded: bool = False
 
     @property
     def numeric(self) -> bool:
@@ -160,16 +163,14 @@ COLUMNS: tuple[Column, ...] = (
         float,
         help="The board's score: public or private.",
         header="score ({metric}, {direction} is better)",
-        page=PageCell(
-            3, "{metric} {arrow}", cells.decimals(4), "score", "score", "num score", "best"
-        ),
+        page=PageCell(3, "{metric} {arrow}", cells.score, "score", "score", "num score", "best"),
     ),
     Column(
         "metrics",
         lambda r: dict(r.metrics),
         dict,
         help="Every metric on the board's rows.",
-        page=PageCell(5, "Other metrics", cells.other_metrics, css="metrics"),
+        page=PageCell(5, "Other metrics", cells.other_metrics, css="metrics", folded=True),
     ),
     _stored(
         "latency_p50_ms",
@@ -182,20 +183,22 @@ COLUMNS: tuple[Column, ...] = (
         float,
         null=True,
         header="throughput_samples_per_s",
-        page=PageCell(7, "Samples/s", cells.decimals(0), "throughput", "throughput", "num", "desc"),
+        page=PageCell(
+            7, "Samples/s", cells.throughput, "throughput", "throughput", "num", "desc", folded=True
+        ),
     ),
     _stored("provider", str),
     _stored(
         "device_name",
         str,
         header="device",
-        page=PageCell(11, "Device", cells.device, "device", "device_name", css=""),
+        page=PageCell(11, "Device", cells.device, "device", "device_name", css="", folded=True),
     ),
     Column(
         "entries",
         lambda r: r.entries,
         int,
-        page=PageCell(12, "Entries", cells.plain, "entries", "entries"),
+        page=PageCell(12, "Entries", cells.plain, "entries", "entries", folded=True),
     ),
     Column("submitted_at", _of("created_at"), datetime, csv=lambda v: v.isoformat()),
     Column(
@@ -204,7 +207,7 @@ COLUMNS: tuple[Column, ...] = (
         datetime,
         header="last_submission_at",
         csv=lambda v: v.isoformat(),
-        page=PageCell(13, "Last entry", cells.moment, "last", "last_submitted_at"),
+        page=PageCell(13, "Last entry", cells.moment, "last", "last_submitted_at", folded=True),
     ),
     Column("submission_id", _of("pk"), int),
     Column(
@@ -221,7 +224,7 @@ COLUMNS: tuple[Column, ...] = (
         null=True,
         help="What the rule ranks on: the score, or the composite score (lower is better).",
         page=PageCell(
-            4, "Composite ↓", cells.decimals(4), "value", "value", "num value", composite_only=True
+            4, "Composite ↓", cells.score, "value", "value", "num value", composite_only=True
         ),
     ),
     Column("not_ranked_because", lambda r: r.reason, str),
@@ -257,13 +260,15 @@ COLUMNS: tuple[Column, ...] = (
         "parameters",
         int,
         null=True,
-        page=PageCell(8, "Params", cells.count, "parameters", "submission__parameters"),
+        page=PageCell(
+            8, "Params", cells.count, "parameters", "submission__parameters", folded=True
+        ),
     ),
     _stored(
         "flops",
         int,
         null=True,
-        page=PageCell(9, "FLOPs", cells.flops, "flops", "submission__flops"),
+        page=PageCell(9, "FLOPs", cells.flops, "flops", "submission__flops", folded=True),
     ),
     _stored("macs", int, null=True),
     _stored("costs_complete", bool, null=True, help=COSTS_COMPLETE_HELP, csv=_yes),
@@ -273,7 +278,14 @@ COLUMNS: tuple[Column, ...] = (
         "peak_memory_bytes",
         int,
         null=True,
-        page=PageCell(10, "Peak memory", cells.size, "memory", "submission__peak_memory_bytes"),
+        page=PageCell(
+            10,
+            "Peak memory",
+            cells.size,
+            "memory",
+            "submission__peak_memory_bytes",
+            folded=True,
+        ),
     ),
 )
 

@@ -72,8 +72,12 @@ def task_get_for_upload(*, slug: str, user: Any) -> Task:
 
 @dataclass(frozen=True)
 class TaskCounts:
+    """Who takes part in a task: the one count every page says (task header, home card). The
+    operators' baselines are counted apart: they are on the board but are not participants."""
+
     participants: int
     submissions: int
+    baselines: int = 0
 
 
 TASK_COUNTS_TTL_S = 30  # the task page's counts may be this old
@@ -81,21 +85,24 @@ TASK_COUNTS_TTL_S = 30  # the task page's counts may be this old
 
 def task_counts(*, task: Task) -> TaskCounts:
     """Submissions to ``task`` and the users who made them; the operators' baselines are not
-    participants and their models are not counted. Kept in the shared cache for
-    ``TASK_COUNTS_TTL_S``: counting 100,000 submissions was most of a cached board page's time."""
+    participants and their models are not counted, but how many baseline entrants there are is.
+    Kept in the shared cache for ``TASK_COUNTS_TTL_S``: counting 100,000 submissions was most of
+    a cached board page's time."""
 
-    def count() -> tuple[int, int]:
-        counts = Submission.objects.filter(task=task, is_baseline=False).aggregate(
-            submissions=Count("pk"), participants=Count("user", distinct=True)
+    def count() -> tuple[int, int, int]:
+        by_kind = Submission.objects.filter(task=task).aggregate(
+            submissions=Count("pk", filter=Q(is_baseline=False)),
+            participants=Count("user", distinct=True, filter=Q(is_baseline=False)),
+            baselines=Count("pk", filter=Q(is_baseline=True)),  # each is its own entrant
         )
-        return (counts["participants"], counts["submissions"])
+        return (by_kind["participants"], by_kind["submissions"], by_kind["baselines"])
 
     found = cached(_task_counts_key(task), count, TASK_COUNTS_TTL_S)
-    return TaskCounts(participants=found[0], submissions=found[1])
+    return TaskCounts(*found)
 
 
 def _task_counts_key(task: Task) -> str:
-    return f"task-counts{settings.BOARD_CACHE_NAMESPACE}:{task.pk}"
+    return f"task-counts-3{settings.BOARD_CACHE_NAMESPACE}:{task.pk}"  # 3 numbers
 
 
 def task_files_listed(*, task: Task, user: Any) -> QuerySet[TaskFile]:
@@ -418,6 +425,34 @@ def _own_row(task: Task, board: str, user: Any) -> LeaderboardRow | None:
     return _row(task, entry, better.count() + 1)
 
 
+@dataclass(frozen=True)
+class TaskCard:
+    """A task as the home page shows it: counts, the board's leader and the viewer's own best
+    (both None where the viewer may not see the board's scores)."""
+
+    task: Task
+    counts: TaskCounts
+    leader: LeaderboardRow | None
+    own: LeaderboardRow | None
+
+
+def task_cards(*, user: Any) -> list[TaskCard]:
+    """The home page's cards, one per task the user may see: a few queries per task, read from
+    the kept board rows and the cached counts, never from the submissions."""
+    cards = []
+    for task in task_list_visible(user=user):
+        shown = not leaderboard_refusal(task=task, user=user) and task.scores_shown_to(user)
+        first = (
+            _entries(task, BOARD_PUBLIC).select_related("submission__user", "submission__team")
+            .order_by(*_RANK_ORDER).first()
+            if shown else None
+        )  # fmt: skip
+        leader = _row(task, first, 1) if first is not None and not first.unranked else None
+        own = _own_row(task, BOARD_PUBLIC, user) if shown else None
+        cards.append(TaskCard(task, task_counts(task=task), leader, own))
+    return cards
+
+
 def leaderboard_page(
     *,
     task: Task,
@@ -475,11 +510,12 @@ class SpeedPoint:
     score: float
     latency_p50_ms: float
     device_class: str | None  # where it was timed; None: not recorded
+    latency_spread: float | None = None  # across its timing passes
 
 
 def leaderboard_speed_points(*, task: Task, board: str = BOARD_PUBLIC) -> list[SpeedPoint]:
-    """Score and p50 latency of each entry with a latency, for the score-versus-latency chart.
-    One query of four columns, whatever the board's size."""
+    """Score, p50 latency and its spread of each entry with a latency, for the
+    score-versus-latency chart. One query of five columns, whatever the board's size."""
     rows = (
         _entries(task, board)
         .filter(latency_p50_ms__isnull=False)
@@ -489,11 +525,12 @@ def leaderboard_speed_points(*, task: Task, board: str = BOARD_PUBLIC) -> list[S
             "score",
             "latency_p50_ms",
             "submission__timing__conditions__device_class",
+            "submission__latency_spread",
         )
     )
     return [
-        SpeedPoint(u, score, float(ms or 0.0), c if isinstance(c, str) else None)
-        for u, score, ms, c in rows
+        SpeedPoint(u, score, float(ms or 0.0), c if isinstance(c, str) else None, spread)
+        for u, score, ms, c, spread in rows
     ]
 
 

@@ -46,15 +46,10 @@ def evaluation_facts(task: Task) -> list[tuple[str, str]]:
         ("ONNX", f"opset ≤ {max_opset} (default domain), IR version ≤ {max_ir}, one file"),
         (
             "Device",
-            f"{device.name}" + (" (CUDA required)" if device.requires_gpu else " (CPU)"),
+            # the class's name alone: "CPU (CPU)" said it twice
+            device.name + (" (CUDA required)" if device.requires_gpu else ", no GPU needed"),
         ),
-        (
-            "Timing",
-            f"{timing.passes} passes of at least {timing.min_time_s:g} s and "
-            f"{timing.min_batches} batches each (at most {timing.max_time_s:g} s), after "
-            f"scoring; latency per batch is the median over passes; a spread above "
-            f"{timing.unstable_spread * 100:g} % is marked unstable",
-        ),
+        ("Timing", timing.describe()),
         (
             "Limits",
             f"{mib_text(task.max_model_bytes)} per model · {task.time_limit_s} s per "

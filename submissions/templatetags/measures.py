@@ -1,16 +1,21 @@
-"""Filters for measured figures; the formatting rules themselves live in
-submissions.boards.display."""
+"""Filters for measured figures; the formatting rules themselves live in evaluation.formats,
+which the API's display fields, the CSV and the ``oep`` client share."""
 
 from __future__ import annotations
 
 from django import template
 
-from evaluation.sizes import mib_text, size_text
-from submissions.boards.cells import format_latency, format_spread
+from evaluation import formats
+from evaluation.sizes import mib_text
 
 register = template.Library()
-# Sizes in binary units named as such (Django's filesizeformat writes MB for 2**20 bytes).
-register.filter("size", size_text)
-register.filter("mib", mib_text)
-register.filter("latency", format_latency)
-register.filter("spread", format_spread)
+register.filter("latency", formats.latency)
+register.filter("spread", formats.spread)
+register.filter("score", formats.score)
+register.filter("si", formats.si)
+register.filter("count", formats.count)
+register.filter("size", formats.size)
+register.filter("mib", mib_text)  # a model's size, in the unit of the task's limit
+register.filter("throughput", formats.throughput)
+register.filter("metric_label", formats.metric_label)
+register.filter("duration", formats.duration)

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from rest_framework import serializers
 
 from evaluation.sizes import mib_value
+from submissions.boards.display import submission_figures
 from submissions.boards.row import (
     COLUMNS,
     COSTS_COMPLETE_HELP,
@@ -139,6 +140,12 @@ class SubmissionSerializer(serializers.ModelSerializer):
         read_only=True, allow_null=True, help_text=COSTS_COMPLETE_HELP
     )
     costs_incomplete_reason = serializers.CharField(read_only=True, help_text=COSTS_INCOMPLETE_HELP)
+    display = serializers.SerializerMethodField(
+        help_text="The result's figures as the site writes them (units chosen, digits fixed, "
+        "metric labels): metric_label, score, metrics (label -> value, the score's own metric "
+        "left out), latency_p50, latency_spread, throughput, peak_memory, parameters, flops. "
+        "Score and metrics are left out while the board is blind."
+    )
 
     class Meta:
         model = Submission
@@ -171,6 +178,7 @@ class SubmissionSerializer(serializers.ModelSerializer):
             "metrics_private",
             "batch_latencies_ms",
             "timing",
+            "display",
         ]
         read_only_fields = fields
         # Private scores until the task reveals them; every score while its board is blind;
@@ -183,6 +191,7 @@ class SubmissionSerializer(serializers.ModelSerializer):
             "batch_latencies_ms",
             "timing",
             "dataset_version",
+            "display",
         )
 
     # Per class (a subclass builds its own): see get_fields.
@@ -201,6 +210,9 @@ class SubmissionSerializer(serializers.ModelSerializer):
 
     def get_url(self, submission: Submission) -> str:
         return submission.get_absolute_url()
+
+    def get_display(self, submission: Submission) -> dict[str, Any]:
+        return submission_figures(submission, scores=not self.get_scores_blind(submission))
 
     def get_scores_blind(self, submission: Submission) -> bool:
         # Only owners read a submission through the API: the owner is the viewer.

@@ -12,6 +12,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.cache import get_conditional_response
 from django.views.decorators.http import require_POST
 
@@ -23,6 +24,7 @@ from submissions.boards.display import (
     failure_advice,
     latency_chart,
     leaderboard_csv_rows,
+    submission_figures,
     timing_facts,
 )
 from submissions.boards.pages import board_etag, board_fragments
@@ -48,7 +50,7 @@ def task_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "submissions/task_list.html",
-        {"tasks": selectors.task_list_visible(user=request.user)},
+        {"cards": selectors.task_cards(user=request.user), "now": timezone.now()},
     )
 
 
@@ -242,6 +244,7 @@ def submission_select_view(request: HttpRequest, pk: int) -> HttpResponse:
 def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = _own_submission(request, pk)
     place = selectors.submission_queue_place(submission=submission)
+    scores_shown = submission.task.scores_shown_to(request.user)
     return render(
         request,
         "submissions/submission_detail.html",
@@ -252,7 +255,8 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "latency_chart": latency_chart(submission),
             "timing_facts": timing_facts(submission),
             "advice": failure_advice(submission) if submission.status == "failed" else "",
-            "scores_shown": submission.task.scores_shown_to(request.user),
+            "scores_shown": scores_shown,
+            "figures": submission_figures(submission, scores=scores_shown),
             "task_withdrawn": submission.task.withdrawn_for(request.user),
         },
     )

@@ -14,6 +14,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from evaluation import formats
 from submissions.models import Submission
 from tests.browser.conftest import DESKTOP, PHONE, wait_for
 from tests.builders import digits_like, linear_classifier, linear_reference
@@ -102,7 +103,7 @@ def test_participant_uploads_watches_ranks_exports_and_operator_hides(
     progress = watch_progress(page)
     assert progress == sorted(progress), progress  # the bar only ever moves forward
     assert page.locator(".chip-succeeded").inner_text() == "Succeeded"
-    assert f"{expected:.5f}" in page.locator("dl.facts").first.inner_text()
+    assert formats.score(expected) in page.locator("dl.facts").first.inner_text()
     assert page.locator("figure.chart svg circle").count() > 0  # per-batch latency chart
     screenshot(page, "03-submission-done")
 
@@ -112,13 +113,13 @@ def test_participant_uploads_watches_ranks_exports_and_operator_hides(
     assert mine.locator("td").first.inner_text() == "1"
     assert page.locator('tr[data-user="baseline"] .chip-baseline').is_visible()
     assert page.locator("figure.chart circle").count() == 3  # three records so far
-    assert f"{expected:.4f}" in mine.inner_text()
+    assert formats.score(expected) in mine.inner_text()  # as on the submission page
     screenshot(page, "04-leaderboard")
 
     with page.expect_download() as download:
         page.get_by_role("link", name="Export CSV").click()
     rows = list(csv.reader(io.StringIO(Path(download.value.path()).read_text())))
-    header = ["rank", "user", "team", "baseline", "score (accuracy, higher is better)"]
+    header = ["rank", "user", "team", "baseline", "score (Top-1 accuracy, higher is better)"]
     assert rows[0][:5] == header
     assert rows[1][:3] == ["1", "alice", ""] and float(rows[1][4]) == pytest.approx(expected)
 
@@ -158,7 +159,9 @@ def test_participant_uploads_watches_ranks_exports_and_operator_hides(
     console.locator('button[name="index"]').click()  # the admin's "Go"
     console.locator("#id_reason").fill("the same file as another account's")  # it asks why
     console.locator('input[name="apply"]').click()
-    assert "Set hidden to True: 1 of 1" in console.locator(".messagelist").inner_text()
+    assert "Hidden from the leaderboard (#" in console.locator(".messagelist").inner_text()
+    row = console.locator(f'#result_list tr:has(input[value="{submission.pk}"])')
+    assert row.locator("td.field-flags").inner_text() == "hidden"  # the effect, on screen
     screenshot(console, "09-admin-submissions")
 
     visitor = browser.new_context(viewport=DESKTOP).new_page()

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from accounts.services import api_token_create
+from evaluation import formats
 from submissions.lifecycle.services import submission_create
 from submissions.models import Submission
 from tests.builders import data_dependent_matmul, digits_like, linear_classifier, linear_reference
@@ -172,7 +173,7 @@ def test_submit_wait_follows_a_real_worker_to_the_score_or_the_failure(
     )
     assert code == 0, err
     assert scored.status == "succeeded" and scored.score == pytest.approx(expected)
-    assert f"Submission {scored.pk} succeeded: score {scored.score:.6g}," in out
+    assert f"Submission {scored.pk} succeeded: score {formats.score(scored.score)}," in out
     assert "succeeded 100%" in err  # the progress, one line per change off a terminal
     failed = Submission.objects.get(original_name="nan.onnx")
     assert bad_code == 1
@@ -269,12 +270,14 @@ def test_status_says_when_the_costs_are_a_lower_bound(
     assert status.returncode == 0, status.stderr
     fields = fields_of(status.stdout)
     assert partial.flops is not None and partial.costs_complete is False
-    assert fields["Costs"] == f"≥ {partial.flops:,} FLOPs at the batch shape, 651 parameters"
+    assert (
+        fields["Costs"] == f"≥ {formats.si(partial.flops)} FLOPs at the batch shape, 651 parameters"
+    )
     assert fields["Incomplete"] == (
         "not counted in full: MatMul × 1 left out, shape or operator unknown"
     )
     complete = fields_of(oep("status", str(whole.pk)).stdout)
-    assert complete["Costs"] == "20,640 FLOPs at the batch shape, 650 parameters"
+    assert complete["Costs"] == "20.6 k FLOPs at the batch shape, 650 parameters"
     assert "Incomplete" not in complete
 
 

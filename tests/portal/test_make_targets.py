@@ -12,10 +12,10 @@ from tests.chromium import INSTALL_COMMAND, chromium_or_fail
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def make_dry_run(target: str) -> list[str]:
+def make_dry_run(target: str, *options: str) -> list[str]:
     """The commands `make TARGET` would run, in order (nothing is run)."""
     result = subprocess.run(
-        ["make", "-n", target], cwd=ROOT, capture_output=True, text=True, check=True
+        ["make", "-n", *options, target], cwd=ROOT, capture_output=True, text=True, check=True
     )
     return result.stdout.splitlines()
 
@@ -27,6 +27,13 @@ def index_of(lines: list[str], fragment: str) -> int:
 def test_make_test_makes_sure_of_the_browser_before_running_the_tests() -> None:
     lines = make_dry_run("test")
     assert index_of(lines, "sh .ci/install-browser") < index_of(lines, "-m pytest")
+
+
+def test_make_demo_checks_the_port_first_and_installs_no_development_extras() -> None:
+    lines = make_dry_run("demo", "-B")  # -B: as on a fresh clone, whatever .venv holds
+    assert index_of(lines, "rundemo --port 8000 --check-port") < index_of(lines, "migrate")
+    assert not [line for line in lines if "[dev]" in line]
+    assert any("pip install --quiet -e ." in line for line in lines)
 
 
 def test_make_clean_stops_our_processes_before_deleting_var() -> None:

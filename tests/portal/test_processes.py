@@ -146,6 +146,22 @@ def test_ctrl_c_on_the_demo_stops_the_web_server_the_workers_and_the_embedded_re
     assert not list((var_dir / "run").glob("*.pid"))
 
 
+def test_the_demo_prints_its_banner_after_the_web_server_is_up(
+    var_dir: Path, demo_env: dict[str, str]
+) -> None:
+    port = free_port()
+    demo = start_demo(demo_env, port, workers=1)
+    try:
+        wait_until(lambda: "Logins:" in demo_log(var_dir), "the banner")
+        log = demo_log(var_dir)
+        # the web server's start-up lines (system checks) come before it, not over it
+        assert log.index("Starting development server") < log.index("Logins:"), log
+    finally:
+        demo.terminate()
+        demo.wait(timeout=60)
+    assert describe(processes_of(var_dir)) == [], demo_log(var_dir)
+
+
 def test_sigterm_to_the_demo_alone_stops_everything_it_started(
     var_dir: Path, demo_env: dict[str, str]
 ) -> None:

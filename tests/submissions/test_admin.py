@@ -12,8 +12,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from rq.worker import Worker
 
+from submissions.admin.rule_forms import RankingRuleForm
 from submissions.lifecycle.selectors import leaderboard
-from submissions.models import Submission, Task
+from submissions.models import RankingRule, Submission, Task
 from tests.builders import digits_like, npz_bytes
 from tests.submissions.test_read_api import scored
 
@@ -119,12 +120,12 @@ def test_operator_sets_a_tasks_timing_protocol_and_a_bad_one_is_refused(
     console: Client, settings: Any
 ) -> None:
     refused = console.post(
-        "/admin/submissions/task/add/", task_form(digits_like(n=40), timing='{"passes": 0}')
+        "/admin/submissions/task/add/", task_form(digits_like(n=40), timing_passes="0")
     )
     assert refused.status_code == 200
-    assert "at least one pass" in str(refused.context["adminform"].form.errors["timing"])
+    assert "at least one pass" in str(refused.context["adminform"].form.non_field_errors())
 
-    form = task_form(digits_like(n=40), timing='{"min_time_s": 2.5}')
+    form = task_form(digits_like(n=40), timing_min_time_s="2.5")  # one box of its own
     assert console.post("/admin/submissions/task/add/", form).status_code == 302
     protocol = Task.objects.get(slug="digits").spec().timing
     assert protocol.min_time_s == 2.5  # the task's own
@@ -269,3 +270,28 @@ def test_participants_cannot_open_the_console(alice: Any) -> None:
 
 
 _ = Submission
+
+
+def test_the_add_task_form_shows_examples_and_defaults_not_null_or_raw_json(
+    console: Client, settings: Any
+) -> None:
+    page = console.get("/admin/submissions/task/add/").content.decode()
+    assert 'value="null"' not in page and "{}</textarea>" not in page  # no raw JSON anywhere
+    assert 'name="ranking_rule-__prefix__-weight_latency"' in page  # a box per weight
+    assert 'placeholder="[3, 224, 224]"' in page  # the input shape's example
+    # each timing setting has its own box, the worker's default shown in it
+    assert f'placeholder="{settings.EVAL_TIMING_PASSES:g} (default)"' in page
+    assert 'name="timing_passes"' in page and 'name="timing"' not in page
+
+
+def test_a_composite_rules_weights_are_one_box_per_measure() -> None:
+    rule = RankingRule(kind="composite", weights={"latency": 0.7, "flops": 0.3})
+    form = RankingRuleForm(instance=rule)
+    assert form["weight_latency"].value() == 0.7 and form["weight_score"].value() is None
+    edited = RankingRuleForm(
+        {"kind": "composite", "latency_percentile": "p50", "weight_score": "1",
+         "weight_latency": "0", "weight_flops": ""},
+        instance=rule,
+    )  # fmt: skip
+    edited.is_valid()
+    assert rule.weights == {"score": 1.0}  # empty and 0: not weighed

@@ -170,7 +170,7 @@ def test_the_summary_tells_declared_classes_from_those_present(console: Client) 
 def test_a_dataset_is_kept_across_a_form_that_failed_elsewhere(console: Client) -> None:
     arrays = digits_like(n=40)
     # The input shape is mistyped, so the dataset fails its check against it: fix the shape only.
-    first = console.post(ADD_TASK, task_form(arrays, input_shape="[1, 8]", timing='{"passes": 0}'))
+    first = console.post(ADD_TASK, task_form(arrays, input_shape="[1, 8]", timing_passes="0"))
     form = first.context["adminform"].form
     token = form.data["dataset_pending"]
     assert token and re.search(

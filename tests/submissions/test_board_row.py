@@ -16,7 +16,7 @@ from rest_framework import serializers
 from rest_framework.test import APIClient
 
 from submissions.boards import display
-from submissions.boards.cells import decimals
+from submissions.boards.cells import significant
 from submissions.boards.ranking import COMPOSITE, PRIMARY, Rule
 from submissions.boards.row import COLUMNS, SORT_FIELDS, Column, PageCell
 from submissions.lifecycle.selectors import leaderboard
@@ -38,7 +38,8 @@ def revealed(make_task: Any, alice: Any) -> Any:
 
 def page_metrics(board: str) -> str:
     page = Client().get(f"/tasks/digits/?board={board}").content.decode()
-    return re.search(r'<td class="metrics">(.*?)</td>', page, re.S).group(1)  # type: ignore[union-attr]
+    found = re.search(r"<dt>Other metrics</dt><dd>(.*?)</dd>", page, re.S)  # under "More"
+    return found.group(1)  # type: ignore[union-attr]
 
 
 def csv_row(board: str) -> dict[str, str]:
@@ -53,16 +54,16 @@ def api_row(board: str) -> dict[str, Any]:
 def test_the_private_board_shows_private_metrics_on_the_page_the_csv_and_the_api(
     revealed: Any,
 ) -> None:
-    assert "macro_f1 0.5700" in page_metrics("private")
+    assert "Macro F1 0.5700" in page_metrics("private")
     row = csv_row("private")
-    assert row["score (accuracy, higher is better)"] == "0.62" and row["macro_f1"] == "0.57"
+    assert row["score (Top-1 accuracy, higher is better)"] == "0.62" and row["macro_f1"] == "0.57"
     assert api_row("private")["metrics"] == PRIVATE and api_row("private")["score"] == 0.62
 
 
 def test_the_public_board_shows_public_metrics_on_the_page_the_csv_and_the_api(
     revealed: Any,
 ) -> None:
-    assert "macro_f1 0.8800" in page_metrics("public")
+    assert "Macro F1 0.8800" in page_metrics("public")
     assert csv_row("public")["macro_f1"] == "0.88"
     assert api_row("public")["metrics"] == PUBLIC
 
@@ -93,9 +94,12 @@ def test_the_sort_fields_are_the_sortable_page_columns(make_task: Any) -> None:
     headers = display.board_columns(
         task=make_task(), rule=Rule(kind=COMPOSITE), sort="rank", descending=False
     )
-    assert [h.key for h in headers if h.key] == list(SORT_FIELDS)
+    # a folded column is sorted from the links that "More" carries, the others from headers
+    more = headers[-1]
+    shown = [h.key for h in (*headers[:-1], *more.folded) if h.key]
+    assert sorted(shown) == sorted(SORT_FIELDS)
     places = [c.page.place for c in COLUMNS if c.page is not None]
-    assert len(places) == len(set(places)) == len(headers)
+    assert len(places) == len(set(places)) == len(headers) - 1 + len(more.folded)
     assert SORT_FIELDS["latency"] == "latency_p50_ms" and SORT_FIELDS["rank"] == "rank_key"
 
 
@@ -123,8 +127,11 @@ def test_every_row_has_one_cell_under_each_header_and_gaps_span_them_all(
     assert labels[2:4] == (
         ["Top-1 accuracy ↑", "Composite ↓"]
         if kind == COMPOSITE
-        else ["Top-1 accuracy ↑", "Other metrics"]
+        else ["Top-1 accuracy ↑", "p50 / batch"]
     )
+    # the rest are folded into each row's last cell, under "More"
+    assert labels[-1] == "More" and "Other metrics" not in labels
+    assert "<dt>Other metrics</dt><dd>" in html and "<dt>Peak memory</dt>" in html
 
 
 ENERGY = Column(
@@ -134,7 +141,7 @@ ENERGY = Column(
     null=True,
     help="Joules per batch.",
     header="energy (J)",
-    page=PageCell(99, "Energy", decimals(1), "energy", "score", "num energy"),
+    page=PageCell(99, "Energy", significant(2), "energy", "score", "num energy"),
 )
 
 
@@ -158,7 +165,8 @@ def test_a_new_column_appears_in_the_api_the_csv_and_the_page(revealed: Any) -> 
     headers = display.board_columns(
         task=revealed, rule=rule, sort="energy", descending=True, columns=columns
     )
-    assert (headers[-1].label, headers[-1].key, headers[-1].aria_sort) == (
+    assert headers[-1].label == "More"  # the folded columns' cell stays last
+    assert (headers[-2].label, headers[-2].key, headers[-2].aria_sort) == (
         "Energy",
         "energy",
         "descending",
@@ -166,4 +174,4 @@ def test_a_new_column_appears_in_the_api_the_csv_and_the_page(revealed: Any) -> 
     html = display.leaderboard_rows_html(
         task=revealed, rule=rule, rows=[(False, row)], own_submission_id=None, columns=columns
     )
-    assert html.endswith('<td class="num energy">9.1</td></tr>')
+    assert '<td class="num energy">9.1</td><td class="more">' in html

@@ -83,7 +83,7 @@ def test_revealing_the_board_shows_the_owner_their_scores_again(blind: Any) -> N
     task_leaderboard_set(task_ids=[blind.task_id], leaderboard="public")
     board, _, csv, listing, detail, board_api, _, detail_api = everything_alice_sees(blind)
     assert "0.8731" in board and "0.8731" in csv and "0.8731" in listing
-    assert "0.87310" in detail and f'"score":{SCORE}' in board_api
+    assert "0.8731" in detail and f'"score":{SCORE}' in board_api
     assert '"scores_blind":false' in detail_api and f'"score":{SCORE}' in detail_api
 
 

@@ -100,7 +100,7 @@ def test_the_board_page_api_and_csv_say_which_count_is_incomplete_and_rank_it_so
 
     page = Client().get("/tasks/digits/").content.decode()
     assert f'title="Not counted in full: {PARTIAL}" data-costs-incomplete>≥ 7.85 G</span>' in page
-    assert ">9 G<" in page
+    assert ">9.00 G<" in page  # three significant digits, like every cost
 
     detail = APIClient()
     detail.force_authenticate(alice)

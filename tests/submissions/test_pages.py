@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from django.test import Client
 
+from evaluation import formats
 from submissions.models import Submission
 from tests.builders import digits_like, linear_classifier, linear_reference
 from tests.conftest import onnx_upload
@@ -49,7 +50,7 @@ def test_form_upload_is_scored_by_a_real_worker_exactly_like_numpy(
     assert submission.status == "succeeded", submission.error_message
     assert submission.score == pytest.approx(expected, abs=1e-12)
     page = client.get(f"/submissions/{submission.pk}/").content.decode()
-    assert f"{expected:.5f}" in page
+    assert f'<dd class="num" data-score>{formats.score(expected)}</dd>' in page
     board = client.get(f"/tasks/{task.slug}/").content.decode()
     assert re.search(r"data-user=\"alice\">\s*<td class=\"num\">1</td>", board)
 

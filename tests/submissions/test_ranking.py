@@ -48,14 +48,14 @@ def test_every_budget_that_is_broken_is_named() -> None:
     )
     fast = judge(rule, FAST_WEAK)
     assert not fast.ranked
-    assert "accuracy 0.7 is below the minimum 0.9" in fast.reason
+    assert "Top-1 accuracy 0.7 is below the minimum 0.9" in fast.reason
     assert "peak memory (bytes) not measured" in fast.reason  # missing: not ranked, said why
     slow = judge(rule, SLOW_STRONG)
     assert "parameters 1,000,000 over the budget of 5,000" in slow.reason
     assert "FLOPs 9,000,000 over the budget of 1,000,000" in slow.reason
     assert "accuracy" not in slow.reason
     mse = Rule(kind=ranking.CONSTRAINED, higher_is_better=False, metric="mse", metric_threshold=0.8)
-    assert "mse 0.95 is above the maximum 0.8" in judge(mse, SLOW_STRONG).reason
+    assert "Mean squared error 0.95 is above the maximum 0.8" in judge(mse, SLOW_STRONG).reason
 
 
 def test_the_composite_equals_the_hand_computed_ntire_score_and_lower_ranks_first() -> None:

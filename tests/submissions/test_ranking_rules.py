@@ -204,7 +204,7 @@ def test_the_board_shows_microseconds_spread_and_timing_marks(make_task: Any, al
     page = Client().get(PAGE).content.decode()
     assert "5.54 µs" in page and "± 7.1 %" in page and "0.01 ms" not in page
     assert "chip-unstable" in page and "timed without exclusivity" in page
-    assert "1.23 M" in page and "2.5 G" in page and "3 MiB" in page
+    assert "1.23 M" in page and "2.50 G" in page and "3.00 MiB" in page
     row = api_rows()[0]
     assert row["latency_spread"] == 0.071 and row["parameters"] == 1_234_567
     assert row["peak_memory_bytes"] == 3 * 1024**2 and row["latency_unstable"] is True
@@ -218,7 +218,8 @@ def test_the_score_versus_latency_chart_marks_the_pareto_front(board: Any) -> No
     assert "data-pareto" in page
     # every entry is on the front here: each faster one is weaker
     assert page.count('class="dot front"') == 3
-    assert "alice · accuracy 0.7000 · 1.00 ms · on the Pareto front" in page
+    assert "alice · Top-1 accuracy 0.7000 · 1.00 ms · on the Pareto front" in page
+    assert '<text class="point-label"' in page  # the front's points carry their names
 
 
 def test_a_rule_that_cannot_work_is_refused_and_changes_nothing(board: Any) -> None:
@@ -269,6 +270,6 @@ def test_a_large_boards_chart_draws_its_front_and_the_best_ranked_others(
 
     assert figure.count('class="dot front"') == 3  # the front is drawn whole
     assert figure.count('class="dot"') == 2  # and the two best-ranked others
-    assert "extra0 · accuracy 0.7900" in figure and "extra1 · accuracy 0.7800" in figure
+    assert "extra0 · Top-1 accuracy 0.7900" in figure and "extra1 · Top-1 accuracy 0.7800" in figure
     assert "extra2" not in figure and "extra3" not in figure
     assert "Drawn: the front and the 2 best-ranked of 7 entries." in figure

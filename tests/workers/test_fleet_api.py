@@ -161,7 +161,7 @@ def test_the_queue_api_counts_the_last_day_and_gives_my_positions(
     assert APIClient().get("/api/queue/").json()["mine"] == []
 
 
-def test_the_workers_page_and_the_task_page_show_live_worker_cards(
+def test_the_workers_page_and_an_operators_task_page_show_live_worker_cards(
     monkeypatch: Any, queue: Any, make_task: Any, operator: Any
 ) -> None:
     install(monkeypatch)
@@ -175,12 +175,17 @@ def test_the_workers_page_and_the_task_page_show_live_worker_cards(
     client.force_login(operator)
     staff_page = client.get("/workers/").content.decode()
 
-    for html in (page, fragment, task_page):
+    staff_task_page = client.get(f"/tasks/{task.slug}/").content.decode()
+
+    for html in (page, fragment, staff_task_page):
         assert 'data-worker="gpu0-a"' in html and "NVIDIA A40" in html
         assert '<svg class="sparkline"' in html and "<meter" in html
         assert "js/workers.js" in html
     assert "pid " not in page and "pid " in staff_page
     assert "data-worker-cards" in fragment and "<html" not in fragment
+    # a participant's task page shows the queue an upload joins (task.js), not the machines
+    assert "data-worker-cards" not in task_page and "NVIDIA A40" not in task_page
+    assert "data-task-queue" in task_page and "js/workers.js" not in task_page
 
 
 def test_the_metrics_endpoint_needs_its_token_and_reports_queue_and_gpus(

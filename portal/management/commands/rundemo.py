@@ -64,9 +64,18 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--workers", type=int, default=2)
+        parser.add_argument(
+            "--check-port",
+            action="store_true",
+            help="Only check that the port is free (make demo does, before migrating).",
+        )
 
-    def handle(self, *args: Any, port: int, workers: int, **options: Any) -> None:
+    def handle(
+        self, *args: Any, port: int, workers: int, check_port: bool = False, **options: Any
+    ) -> None:
         port_check_free(port)  # before anything starts, so a taken port leaves nothing behind
+        if check_port:
+            return
         run_dir = Path(settings.VAR_DIR) / "run"
         # Children find the Redis this process uses (the embedded one stops when this one exits).
         env = {"REDIS_URL": settings.REDIS_URL}
@@ -84,6 +93,9 @@ class Command(BaseCommand):
             children[run_dir / "demo-web.pid"] = self._start(web, env)
             for path, child in children.items():
                 pidfile_write(path, child.pid)
+            # The banner last, once the site answers: printed at once, the web server's system
+            # checks and the workers' start-up logs scrolled it out of sight.
+            _wait_until_listening(port, children)
             self._announce(port, workers)
             self._wait_for_any_exit(children)
         except _Stop:
@@ -115,6 +127,24 @@ class Command(BaseCommand):
                 if code is not None:
                     raise CommandError(f"{path.stem} exited with status {code}; demo stopped.")
             time.sleep(0.5)
+
+
+def _wait_until_listening(
+    port: int, children: dict[Path, subprocess.Popen[bytes]], timeout_s: float = 60.0
+) -> None:
+    """Until the web server accepts connections; CommandError when a child exits first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for path, child in children.items():
+            if child.poll() is not None:
+                raise CommandError(f"{path.stem} exited with status {child.returncode}.")
+        try:
+            with socket.create_connection((HOST, port), timeout=1.0):
+                time.sleep(1.0)  # let the workers print their start-up lines before the banner
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise CommandError(f"The web server did not answer on port {port} in {timeout_s:g} s.")
 
 
 def _stop(children: dict[Path, subprocess.Popen[bytes]], timeout_s: float = 20.0) -> None:
