@@ -1,7 +1,7 @@
 """The floor: a bare rq evaluator, what anyone would write with rq and onnxruntime alone.
 
-A plain ``rq.Worker`` (forking a work horse per job, as ours does) whose parent has imported
-numpy and onnxruntime once, running one job per model: load the model file and the dataset file,
+A plain ``rq.Worker`` (forking a work horse per job, as rq does by default) whose parent has
+imported numpy and onnxruntime once, running one job per model: load the model file and the dataset file,
 create a CPU session, run the dataset at the task's fixed batch shape (the last batch padded),
 and return the accuracy on each split. No database, no quota, no leaderboard, no timing phase,
 no limits: the result stays in Redis, where rq keeps it.
@@ -11,8 +11,8 @@ The session is made one of two ways, which ``floor_bench --floor`` chooses:
 - ``ours`` (the default): with the options our workers give theirs (``SessionOptions``: the same
   intra- and inter-op thread counts, graph optimisation and sequential execution, idle threads
   that sleep instead of spinning), warmed up with as many runs of the first batch as ours, in a
-  horse whose parent made one tiny session at start (``--set-up``), as our worker does, so that
-  horses inherit onnxruntime's process-wide set-up. What is left between the floor and ours is
+  horse whose parent made one tiny session at start (``--set-up``), so that horses inherit
+  onnxruntime's process-wide set-up, as our model processes inherit their server's imports. What is left between the floor and ours is
   then the portal's own work, not onnxruntime's configuration;
 - ``defaults``: onnxruntime's defaults (idle threads spinning), no warm-up and no set-up in the
   parent: the floor as the benchmark first measured it.

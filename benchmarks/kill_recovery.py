@@ -2,7 +2,7 @@
 
 Everything is real: ``manage.py rqworker`` processes with the EvaluationWorker class, the
 configured database and Redis, a real slow model (a Loop of MatMuls) on the demo's digits task.
-Each run submits one model, waits until a worker's horse is evaluating it, SIGKILLs that worker
+Each run submits one model, waits until a worker is evaluating it, SIGKILLs that worker
 and measures the seconds until the submission is ``running`` again (attempt 2):
 
 - ``peer``: two workers; the survivor takes it over once recovery proves the dead one gone

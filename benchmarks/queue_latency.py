@@ -3,7 +3,7 @@
 Everything is real: the upload goes through the REST API view (DRF test client, in process, so
 no HTTP server is timed), the row is written to the configured database, the job goes through
 the configured Redis, and separate ``manage.py rqworker`` processes with the EvaluationWorker
-class fork a work horse per submission that runs onnxruntime and writes the result.
+class run each submission's model in a model process and write the result.
 
 - latency: one worker, idle; submit one digits model (logistic-regression baseline, 1,000 hidden
   images at batch 32), poll the row every 2 ms until it is scored, repeat; p50 of each run.

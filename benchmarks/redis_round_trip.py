@@ -1,6 +1,6 @@
 """The client's CPU per Redis round trip, with the reply parser redis-py has here.
 
-A worker, its work horse and the upload make some thirty-five round trips per model (rq's
+A worker and the upload make some thirty-five round trips per model (rq's
 bookkeeping, the device lock, the fleet heartbeat, the enqueue): on a small model the client's
 CPU for them adds up. redis-py parses replies in Python unless ``hiredis`` (its C parser, a
 dependency of ours through ``redis[hiredis]``) is importable. This times a fixed mix of three
