@@ -1,10 +1,10 @@
 """The floor: a bare rq evaluator, what anyone would write with rq and onnxruntime alone.
 
 A plain ``rq.Worker`` (forking a work horse per job, as rq does by default) whose parent has
-imported numpy and onnxruntime once, running one job per model: load the model file and the dataset file,
-create a CPU session, run the dataset at the task's fixed batch shape (the last batch padded),
-and return the accuracy on each split. No database, no quota, no leaderboard, no timing phase,
-no limits: the result stays in Redis, where rq keeps it.
+imported numpy and onnxruntime once, running one job per model: load the model file and the
+dataset file, create a CPU session, run the dataset at the task's fixed batch shape (the last
+batch padded), and return the accuracy on each split. No database, no quota, no leaderboard, no
+timing phase, no limits: the result stays in Redis, where rq keeps it.
 
 The session is made one of two ways, which ``floor_bench --floor`` chooses:
 
@@ -12,8 +12,9 @@ The session is made one of two ways, which ``floor_bench --floor`` chooses:
   intra- and inter-op thread counts, graph optimisation and sequential execution, idle threads
   that sleep instead of spinning), warmed up with as many runs of the first batch as ours, in a
   horse whose parent made one tiny session at start (``--set-up``), so that horses inherit
-  onnxruntime's process-wide set-up, as our model processes inherit their server's imports. What is left between the floor and ours is
-  then the portal's own work, not onnxruntime's configuration;
+  onnxruntime's process-wide set-up, as our model processes inherit their server's imports.
+  What is left between the floor and ours is then the portal's own work, not onnxruntime's
+  configuration;
 - ``defaults``: onnxruntime's defaults (idle threads spinning), no warm-up and no set-up in the
   parent: the floor as the benchmark first measured it.
 
