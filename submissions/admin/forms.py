@@ -89,6 +89,30 @@ class ShapeField(forms.Field):
         return {**super().widget_attrs(widget), "placeholder": self.example}
 
 
+class MetricOptionsField(forms.JSONField):
+    """The metric's settings as a JSON object; an empty box is the metric's defaults (``{}``), and
+    an empty ``{}`` shows as an empty box with an example, not as raw JSON."""
+
+    EXAMPLE = '{"ignore_index": 255}'
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(required=False, widget=forms.Textarea(attrs={"rows": 2}), **kwargs)
+
+    def to_python(self, value: Any) -> Any:
+        parsed = super().to_python(value)
+        if parsed is None:
+            return {}
+        if not isinstance(parsed, dict):
+            raise ValidationError(f"The metric's settings are a JSON object, e.g. {self.EXAMPLE}.")
+        return parsed
+
+    def prepare_value(self, value: Any) -> Any:
+        return "" if value in (None, {}, "") else super().prepare_value(value)
+
+    def widget_attrs(self, widget: forms.Widget) -> dict[str, Any]:
+        return {**super().widget_attrs(widget), "placeholder": self.EXAMPLE}
+
+
 class _StoredFile:
     """A stored file as the file widget shows it: its name, linked to a staff-only view
     (storage's own URL is /media/, which nothing serves)."""
@@ -176,6 +200,9 @@ class TaskAdminForm(forms.ModelForm):
     output_shape = ShapeField(
         example="[1000]",
         help_text="Per-sample output shape: [C] for C classes, e.g. [1000]; [H, W] for depth.",
+    )
+    metric_options = MetricOptionsField(
+        help_text=Task._meta.get_field("metric_options").help_text,
     )
     max_model_mb = forms.DecimalField(
         label="Max model size (MiB)",

@@ -65,6 +65,22 @@ def test_an_option_the_metric_does_not_take_is_refused_on_its_field(console: Cli
     )
 
 
+@pytest.mark.parametrize("typed", ["[255]", '"255"', "255"])
+def test_settings_that_are_not_a_json_object_are_refused_on_their_field(
+    console: Client, typed: str
+) -> None:
+    response = console.post(ADD_TASK, segmentation_form(segmentation_data(), metric_options=typed))
+    errors = response.context["adminform"].form.errors
+    assert errors["metric_options"] == [
+        'The metric\'s settings are a JSON object, e.g. {"ignore_index": 255}.'
+    ]
+
+
+def test_an_empty_settings_box_is_the_metrics_defaults(console: Client) -> None:
+    console.post(ADD_TASK, segmentation_form(segmentation_data(), metric_options=""))
+    assert Task.objects.get().metric_options == {}
+
+
 def test_labels_outside_the_declared_classes_are_refused_unless_ignored(console: Client) -> None:
     arrays = segmentation_data()
     arrays["targets"][0, 1, 1] = 40
