@@ -24,7 +24,7 @@ from submissions.boards.display import (
     leaderboard_csv_rows,
     timing_facts,
 )
-from submissions.boards.pages import board_etag, board_fragments
+from submissions.boards.pages import board_cache_control, board_etag, board_fragments
 from submissions.lifecycle import selectors
 from submissions.lifecycle.finals import final_selection_replace, submission_select
 from submissions.lifecycle.quotas import quota_get
@@ -78,7 +78,8 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
             context["counts"],
             [f.pk for f in context["task_files"]],
         )
-        if not messages.get_messages(request):
+        shown_to_anyone = not messages.get_messages(request)  # a message is for this viewer
+        if shown_to_anyone:
             unchanged = get_conditional_response(request, etag=etag)
             if unchanged is not None:
                 return unchanged
@@ -91,7 +92,11 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
     response = render(request, "submissions/task_detail.html", context)
     if not refusal:
         response["ETag"] = etag
-        response["Cache-Control"] = "private, no-cache"
+        response["Cache-Control"] = (
+            board_cache_control(task=task, board=board, user=request.user)
+            if shown_to_anyone
+            else "private, no-cache"
+        )
     return response
 
 
