@@ -66,6 +66,14 @@ def board_cached(state: str, render: Callable[[], T]) -> T:
     return cached("board:" + state, render, FRAGMENT_TTL_S)
 
 
+def public_page_cached(key: str, render: Callable[[], str]) -> str:
+    """A page that anyone may be shown alike (``board_cache_control`` says public), kept in the
+    shared cache for as long as a cache in front may keep it: ``key`` holds the board's state,
+    so a change is seen at once; what moves with the clock alone (a task opening or closing)
+    is at most as old as that cache may show it anyway."""
+    return cached("public-page:" + key, render, PUBLIC_MAX_AGE_S)
+
+
 def board_cache_control(*, task: Task, board: str, user: Any) -> str:
     """The Cache-Control of a board's page or API answer. Public for a few seconds only when
     anyone may see it as this viewer does: an anonymous viewer of a public task's public board.

@@ -144,3 +144,14 @@ def test_a_hidden_board_is_never_kept_by_a_shared_cache(
     assert api_users(staff) == ["bob"]  # operators still see it, privately
     assert staff.get(url)["Cache-Control"] == PRIVATE
     assert "public" not in Client().get(url).get("Cache-Control", "")
+
+
+def test_a_signed_in_viewer_never_gets_the_page_kept_for_anonymous_readers(
+    make_task: Any, alice: Any, bob: Any
+) -> None:
+    scored(make_task(), alice, 0.5)
+    assert b"Log in" in Client().get(PAGE).content
+    client = Client()
+    client.force_login(alice)
+    page = client.get(PAGE).content.decode()
+    assert "Log out alice" in page and "chip-you" in page
