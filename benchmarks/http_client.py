@@ -45,8 +45,16 @@ class Http:
         body: bytes | None = None,
         headers: dict[str, str] | None = None,
     ) -> tuple[int, bytes]:
-        self.connection.request(method, path, body=body, headers={**self.auth, **(headers or {})})
-        response = self.connection.getresponse()
+        headers = {**self.auth, **(headers or {})}
+        try:
+            self.connection.request(method, path, body=body, headers=headers)
+            response = self.connection.getresponse()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # gunicorn closes a connection left idle past its keep-alive (while another part of
+            # a benchmark runs): the request never reached it, so it is sent again, once.
+            self.connection.close()
+            self.connection.request(method, path, body=body, headers=headers)
+            response = self.connection.getresponse()
         return response.status, response.read()
 
     def upload(self, model: bytes) -> int:
