@@ -150,6 +150,22 @@ def _cpu(pids: dict[str, list[int]], side: str) -> dict[str, float | None]:
     return snap
 
 
+def _alive(pids: dict[str, list[int]]) -> None:
+    """Stop at once, saying so, when an evaluation worker has gone (on a shared machine someone
+    else's clean-up may stop it), rather than wait for scores that never come."""
+    gone = [pid for side in ("ours", "floor") for pid in pids[side] if not _running(pid)]
+    if gone:
+        raise RuntimeError(f"evaluation workers {gone} have exited; see their logs")
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def gunicorn_workers(log: Path) -> list[int]:
     """The pids of every worker gunicorn booted, in order, from its log."""
     marker = "Booting worker with pid: "
@@ -247,6 +263,7 @@ def _runs(
     reads = Reads(base, task.slug)
     latency, burst, board = [], [], []
     for run in range(args.runs):
+        _alive(pids)
         latency.append(latency_round(http, floor, model, args.latency_count, args.poll_ms / 1000))
         burst.append(burst_round(http, floor, model, args.burst, run % 2 == 0, pids))
         board.append({c: read_round(reads, c, args.reads) for c in args.clients})
