@@ -18,9 +18,9 @@ graceful_timeout = 30
 keepalive = 5
 # Replacing a worker re-imports Django and drops its warm connections and caches, and the
 # requests that reach it meanwhile wait: that is the tail participants feel at a deadline. A
-# worker's memory stays flat under load (``make bench-http`` prints it before and after), so
-# recycling is only insurance against a slow leak: rare, and jittered so that the workers are
-# never replaced together. 0 turns it off.
+# worker's memory grows only a little under load once warm (``make bench-http`` prints it
+# before and after), so recycling is only insurance against a slow leak: rare, and jittered so
+# that the workers are never replaced together. 0 turns it off.
 max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "100000"))
 max_requests_jitter = max_requests // 10
 # Heartbeat files on tmpfs: a container's overlay filesystem can stall them.
