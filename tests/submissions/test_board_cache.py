@@ -109,6 +109,8 @@ def test_an_anonymous_reader_of_a_public_board_may_be_served_by_a_shared_cache(
     scored(make_task(), bob, 0.5)
     response = Client().get(url)
     assert response["Cache-Control"] == SHARED and response["ETag"]
+    # a cache in front keeps it apart from a signed-in viewer's, who sends a session cookie
+    assert "Cookie" in response["Vary"]
 
 
 @pytest.mark.parametrize("url", [PAGE, API])
