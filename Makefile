@@ -9,7 +9,7 @@ PORT ?= 8000
 WORKERS ?= 2
 VAR_DIR ?= $(CURDIR)/var
 
-.PHONY: venv demo test browser lint typecheck bench chaos gpu-check stop clean
+.PHONY: venv demo test browser lint typecheck bench bench-http chaos gpu-check stop clean
 
 # The demo needs only the project's own dependencies; the development extras (test tools,
 # Playwright, linters, validators) come with the targets that use them.
@@ -61,6 +61,15 @@ typecheck: venv
 bench: venv
 	$(if $(REDIS_URL),,DEBUG=$${DEBUG:-1}) SECRET_KEY=$${SECRET_KEY:-insecure-bench-only-key} PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/bench} \
 		$(BIN)/python -m benchmarks
+
+# Issue 40's figures (docs/benchmarks.md, "The participant's path over HTTP"): the portal under
+# gunicorn with the production settings (DEBUG off), driven over HTTP (uploads and polling, a
+# burst, board and API reads at 8 and 64 clients), alternated with the bare-rq floor. Needs
+# DATABASE_URL (PostgreSQL) and a REDIS_URL that no other worker serves. A quick run:
+# make bench-http HTTP_BENCH_ARGS="--runs 1 --burst 40 --reads 5".
+bench-http: venv
+	SECRET_KEY=$${SECRET_KEY:-insecure-bench-only-key} PORTAL_VAR_DIR=$${PORTAL_VAR_DIR:-$(CURDIR)/var/bench} \
+		$(BIN)/python -m benchmarks.http_bench $(HTTP_BENCH_ARGS)
 
 # Issue 37's fault suite (docs/operations.md, "Fault suite"): kills workers, Redis and the
 # database's connections during bursts of uploads and prints what became of them. It starts its

@@ -11,33 +11,18 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import uuid
 from pathlib import Path
 from typing import Any
 
 from locust import FastHttpUser, between, task
+
+from benchmarks.http_client import multipart
 
 ACCOUNTS: list[dict[str, str]] = json.loads(Path(os.environ["LOAD_ACCOUNTS"]).read_text())
 MODEL = Path(os.environ["LOAD_MODEL"]).read_bytes()
 TASK = os.environ.get("LOAD_TASK", "digits")
 UPLOAD_AT_START = os.environ.get("LOAD_UPLOAD_AT_START") == "1"  # the short mode: every path runs
 _next_account = itertools.count()
-
-
-def multipart(fields: dict[str, str], file_name: str, content: bytes) -> tuple[bytes, str]:
-    """A multipart/form-data body with text fields and one file field named "file"."""
-    boundary = uuid.uuid4().hex
-    parts = [
-        f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
-        for name, value in fields.items()
-    ]
-    parts.append(
-        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{file_name}"\r\n'
-        f"Content-Type: application/octet-stream\r\n\r\n".encode()
-        + content
-        + b"\r\n"
-    )
-    return b"".join(parts) + f"--{boundary}--\r\n".encode(), boundary
 
 
 class Participant(FastHttpUser):

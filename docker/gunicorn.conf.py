@@ -16,9 +16,13 @@ worker_class = "gthread"
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "300"))
 graceful_timeout = 30
 keepalive = 5
-# Restart workers now and then so a slow leak never takes the site down.
-max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "2000"))
-max_requests_jitter = 200
+# Replacing a worker re-imports Django and drops its warm connections and caches, and the
+# requests that reach it meanwhile wait: that is the tail participants feel at a deadline. A
+# worker's memory grows only a little under load once warm (``make bench-http`` prints it
+# before and after), so recycling is only insurance against a slow leak: rare, and jittered so
+# that the workers are never replaced together. 0 turns it off.
+max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "100000"))
+max_requests_jitter = max_requests // 10
 # Heartbeat files on tmpfs: a container's overlay filesystem can stall them.
 worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
 accesslog = "-"

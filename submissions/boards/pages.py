@@ -7,12 +7,17 @@ action or an edit of the task is seen on the next request, never a stale one. Th
 row and "you" highlight are in the page's fragment, so its key holds the viewer's id.
 
 Pollers get ETags built from the same version: an unchanged board answers 304 without work.
+Anonymous readers of a public board may also keep a page for a few seconds
+(``board_cache_control``): every one of them sees the same page, so a shared cache in front of
+the site may serve it; a signed-in viewer's page (their own row) and a board that is not public
+never are.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.forms.models import model_to_dict
 from django.template.loader import render_to_string
@@ -26,10 +31,15 @@ from submissions.boards.display import (
     pareto_chart,
 )
 from submissions.boards.ranking import Rule, describe
+from submissions.boards.row import BOARD_PUBLIC
 from submissions.lifecycle import selectors
 from submissions.models import Task
 
 FRAGMENT_TTL_S = 600  # a bound on memory only: a new version is a new key anyway
+# How long a browser or a shared cache in front may keep an anonymous reader's public board:
+# short, because a new result must show within a reload or two at a deadline.
+PUBLIC_MAX_AGE_S = 5
+T = TypeVar("T")
 
 
 def _task_digest(task: Task) -> str:
@@ -47,6 +57,31 @@ def board_state(task: Task, *parts: object) -> str:
 
 def board_etag(task: Task, *parts: object) -> str:
     return f'"{board_state(task, *parts)}"'
+
+
+def board_cached(state: str, render: Callable[[], T]) -> T:
+    """``render()``'s value for a board's ``state`` (``board_state``: its version, the task, and
+    whatever else the value depends on), from the shared cache until the board or the task
+    changes."""
+    return cached("board:" + state, render, FRAGMENT_TTL_S)
+
+
+def public_page_cached(key: str, render: Callable[[], str]) -> str:
+    """A page that anyone may be shown alike (``board_cache_control`` says public), kept in the
+    shared cache for as long as a cache in front may keep it: ``key`` holds the board's state,
+    so a change is seen at once; what moves with the clock alone (a task opening or closing)
+    is at most as old as that cache may show it anyway."""
+    return cached("public-page:" + key, render, PUBLIC_MAX_AGE_S)
+
+
+def board_cache_control(*, task: Task, board: str, user: Any) -> str:
+    """The Cache-Control of a board's page or API answer. Public for a few seconds only when
+    anyone may see it as this viewer does: an anonymous viewer of a public task's public board.
+    Otherwise private and revalidated each time (the ETag makes that cheap)."""
+    anonymous = not getattr(user, "is_authenticated", False)
+    if anonymous and board == BOARD_PUBLIC and task.leaderboard == Task.Leaderboard.PUBLIC:
+        return f"public, max-age={PUBLIC_MAX_AGE_S}"
+    return "private, no-cache"
 
 
 def board_fragments(

@@ -23,9 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from submissions.boards.cache import cached
 from submissions.models import Submission
 
 Status = Submission.Status
@@ -170,6 +172,22 @@ def class_queue_get(*, device_class: str, workers_online: int) -> ClassQueue:
     )
 
 
+# A poller's estimated wait may be this old; its position is read afresh at every poll.
+CLASS_QUEUE_TTL_S = 5
+
+
+def class_queue_shared(*, device_class: str, workers_online: int) -> ClassQueue:
+    """``class_queue_get``, shared for a few seconds by every poller of the class: each poll of
+    a queued submission would otherwise count the class's queue and read its recent runs."""
+    namespace = settings.BOARD_CACHE_NAMESPACE  # tests: one of their own
+    key = f"class-queue{namespace}:{device_class}:{workers_online}"
+    return cached(
+        key,
+        lambda: class_queue_get(device_class=device_class, workers_online=workers_online),
+        CLASS_QUEUE_TTL_S,
+    )
+
+
 def queue_positions(*, submissions: Sequence[Submission]) -> dict[int, int]:
     """submission id → place in its class's fair order (1 = next), for queued ones."""
     positions: dict[int, int] = {}
@@ -191,7 +209,7 @@ def queue_place(*, submission: Submission, workers_online: int) -> dict[str, Any
     if position is None:
         return None
     device_class = submission.task.device_class_slug
-    stats = class_queue_get(device_class=device_class, workers_online=workers_online)
+    stats = class_queue_shared(device_class=device_class, workers_online=workers_online)
     return {
         "device_class": device_class,
         "position": position,

@@ -19,7 +19,7 @@ from plumbing.openapi import BAD_REQUEST
 from plumbing.pagination import BoundedLimitOffsetPagination
 from plumbing.refusals import Refused
 from plumbing.request_params import params_validated
-from submissions.boards.pages import board_etag
+from submissions.boards.pages import board_cache_control, board_cached, board_state
 from submissions.boards.ranking import describe
 from submissions.lifecycle import selectors
 from submissions.lifecycle.finals import submission_select
@@ -27,7 +27,6 @@ from submissions.lifecycle.services import SubmissionRefused, submission_cancel,
 from submissions.models import Task
 from submissions.web.serializers import (
     LeaderboardApiQuerySerializer,
-    LeaderboardRowSerializer,
     LeaderboardSerializer,
     PaginatedSubmissionSerializer,
     SubmissionCreateSerializer,
@@ -35,6 +34,7 @@ from submissions.web.serializers import (
     SubmissionListQuerySerializer,
     SubmissionSerializer,
     TaskSerializer,
+    leaderboard_rows_data,
 )
 
 NOT_FOUND = OpenApiResponse(description="No such task or submission visible to you.")
@@ -92,32 +92,43 @@ class LeaderboardApi(APIView):
         if query["board"] not in selectors.leaderboard_boards(task=task, user=request.user):
             raise Http404("The private leaderboard is not revealed yet.")
         rescoring = selectors.task_rescoring_count(task=task)
-        etag = board_etag(task, "api", sorted(query.items()), rescoring)
+        state = board_state(task, "api", sorted(query.items()), rescoring)
+        etag = f'"{state}"'
         if get_conditional_response(request, etag=etag) is not None:
             return Response(status=304, headers={"ETag": etag})
-        page = selectors.leaderboard_page(task=task, **query)
-        rule = selectors.leaderboard_rule(task=task, board=page.board)
-        return Response(
-            headers={"ETag": etag, "Cache-Control": "private, no-cache"},
-            data={
-                "task": task.slug,
-                "metric": task.metric,
-                "higher_is_better": task.higher_is_better,
-                "board": page.board,
-                "frozen_at": page.frozen_at,
-                "rescoring": rescoring,
-                "finals": selectors.final_selection_text(task=task, board=page.board),
-                "count": page.total,
-                "page": page.page,
-                "pages": page.pages,
-                "ranking": {
-                    "kind": rule.kind,
-                    "description": describe(rule),
-                    "device_class": rule.device_class,
-                },
-                "rows": LeaderboardRowSerializer(page.rows, many=True).data,
-            },
-        )
+        data = board_cached(state, lambda: _board(task, query, rescoring))
+        headers = {
+            "ETag": etag,
+            "Cache-Control": board_cache_control(
+                task=task, board=query["board"], user=request.user
+            ),
+        }
+        return Response(data, headers=headers)
+
+
+def _board(task: Task, query: dict[str, Any], rescoring: int) -> dict[str, Any]:
+    """The leaderboard API's answer, the same for every viewer allowed to see it: kept per board
+    version and query (``board_cached``)."""
+    page = selectors.leaderboard_page(task=task, **query)
+    rule = selectors.leaderboard_rule(task=task, board=page.board)
+    return {
+        "task": task.slug,
+        "metric": task.metric,
+        "higher_is_better": task.higher_is_better,
+        "board": page.board,
+        "frozen_at": page.frozen_at,
+        "rescoring": rescoring,
+        "finals": selectors.final_selection_text(task=task, board=page.board),
+        "count": page.total,
+        "page": page.page,
+        "pages": page.pages,
+        "ranking": {
+            "kind": rule.kind,
+            "description": describe(rule),
+            "device_class": rule.device_class,
+        },
+        "rows": leaderboard_rows_data(page.rows),
+    }
 
 
 class SubmissionListApi(APIView):

@@ -297,6 +297,17 @@ class LeaderboardRowSerializer(serializers.Serializer):
         return dict(super().to_representation(record))
 
 
+def leaderboard_rows_data(rows: Sequence[LeaderboardRow]) -> list[dict[str, Any]]:
+    """``LeaderboardRowSerializer(rows, many=True).data``, the same JSON, with each column's
+    field built once for all the rows instead of a serializer's fields for each row."""
+    fields = LeaderboardRowSerializer().fields
+    columns = [(c.key, c.value, fields[c.key].to_representation) for c in COLUMNS]
+    return [
+        {key: None if (v := value(row)) is None else shown(v) for key, value, shown in columns}
+        for row in rows
+    ]
+
+
 class RankingSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=["primary", "constrained", "composite"])
     description = serializers.CharField()

@@ -12,6 +12,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.cache import get_conditional_response
 from django.views.decorators.http import require_POST
@@ -27,7 +28,12 @@ from submissions.boards.display import (
     submission_figures,
     timing_facts,
 )
-from submissions.boards.pages import board_etag, board_fragments
+from submissions.boards.pages import (
+    board_cache_control,
+    board_etag,
+    board_fragments,
+    public_page_cached,
+)
 from submissions.lifecycle import selectors
 from submissions.lifecycle.finals import final_selection_replace, submission_select
 from submissions.lifecycle.quotas import quota_get
@@ -54,6 +60,9 @@ def task_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+TASK_PAGE = "submissions/task_detail.html"
+
+
 def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
     task = visible_task(request, slug)
     query = LeaderboardQueryForm(request.GET)
@@ -61,45 +70,47 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
     board = query.value("board", "public")
     board = board if board in boards else "public"
     refusal = selectors.leaderboard_refusal(task=task, user=request.user)
-    context: dict[str, Any] = {"task": task, "boards": boards, "board": board, "refusal": refusal}
-    context.update(_task_tabs(request, task))
-    if not refusal:
-        context["rescoring"] = selectors.task_rescoring_count(task=task)
-        sort, descending = query.value("sort", "rank"), query.value("dir", "asc") == "desc"
-        page = query.value("page", 1)
-        # A poller's unchanged page: 304 before any rendering (not with a message to show).
-        etag = board_etag(
-            task,
-            "page",
-            board,
-            sort,
-            descending,
-            page,
-            request.user.pk,
-            boards,
-            context["rescoring"],
-            context["counts"],
-            [f.pk for f in context["task_files"]],
-        )
-        if not messages.get_messages(request):
-            unchanged = get_conditional_response(request, etag=etag)
-            if unchanged is not None:
-                return unchanged
+    context: dict[str, Any] = {
+        "task": task, "boards": boards, "board": board, "refusal": refusal,
+        "counts": selectors.task_counts(task=task),
+        "task_files": list(selectors.task_files_listed(task=task, user=request.user)),
+    }  # fmt: skip
+    if refusal:
+        return render(request, TASK_PAGE, {**context, **_task_tabs(task)})
+    context["rescoring"] = selectors.task_rescoring_count(task=task)
+    sort, descending = query.value("sort", "rank"), query.value("dir", "asc") == "desc"
+    page = query.value("page", 1)
+    state = (board, sort, descending, page, request.user.pk, boards, context["rescoring"])
+    etag = board_etag(
+        task, "page", *state, context["counts"], [f.pk for f in context["task_files"]]
+    )
+    # A poller's unchanged page: 304 before any rendering (not with a message to show).
+    shown_to_anyone = not messages.get_messages(request)  # a message is for this viewer
+    if shown_to_anyone:
+        unchanged = get_conditional_response(request, etag=etag)
+        if unchanged is not None:
+            return unchanged
+    control = board_cache_control(task=task, board=board, user=request.user)
+
+    def html() -> str:
+        context.update(_task_tabs(task))
         context.update(
             board_fragments(
                 task=task, board=board, user=request.user, sort=sort,
                 descending=descending, page=page,
             )
         )  # fmt: skip
-    response = render(request, "submissions/task_detail.html", context)
-    if not refusal:
-        response["ETag"] = etag
-        response["Cache-Control"] = "private, no-cache"
-    return response
+        return render_to_string(TASK_PAGE, context, request)
+
+    if shown_to_anyone and control.startswith("public"):
+        shown = public_page_cached(etag + request.path, html)
+    else:
+        shown, control = html(), "private, no-cache"
+    return HttpResponse(shown, headers={"ETag": etag, "Cache-Control": control})
 
 
-def _task_tabs(request: HttpRequest, task: Task) -> dict[str, Any]:
-    """The task page's tabs: operators' Markdown, facts, timeline, counts and the data section."""
+def _task_tabs(task: Task) -> dict[str, Any]:
+    """The task page's tabs: operators' Markdown, facts, timeline and the data section."""
     return {
         "overview_html": markdown_html(task.overview or task.description),
         "rules_html": markdown_html(task.rules),
@@ -107,8 +118,6 @@ def _task_tabs(request: HttpRequest, task: Task) -> dict[str, Any]:
         "timeline_html": markdown_html(task.timeline_notes),
         "evaluation_facts": evaluation_facts(task),
         "timeline": task_timeline(task),
-        "counts": selectors.task_counts(task=task),
-        "task_files": selectors.task_files_listed(task=task, user=request.user),
         "export_snippet": export_snippet(task),
     }
 
