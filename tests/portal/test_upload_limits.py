@@ -42,7 +42,7 @@ def test_a_5_gb_body_is_refused_with_413_before_any_of_it_is_read(
     (status, content), peak = traced(lambda: post_through_wsgi(body, token, body.length))
 
     assert status.startswith("413")
-    assert b"the largest accepted is 2 GiB" in content
+    assert b"the largest accepted is 2.00 GiB" in content
     assert body.bytes_read == 0
     assert peak < 4 * MB, f"{peak / MB:.1f} MB traced"
     assert Submission.objects.count() == 0
@@ -80,7 +80,7 @@ def test_the_cap_is_configurable(alice: Any, make_task: Any, settings: Any) -> N
     status, content = post_through_wsgi(body, token, body.length)
 
     assert status.startswith("413")
-    assert b"the largest accepted is 10 MiB" in content
+    assert b"the largest accepted is 10.0 MiB" in content
     assert body.bytes_read == 0
 
 
@@ -90,4 +90,6 @@ def test_a_form_upload_over_the_cap_gets_a_plain_413(client: Any, settings: Any)
         "POST", "/tasks/digits/submit/", b"x" * 2000, content_type="application/octet-stream"
     )
     assert response.status_code == 413
-    assert response.content.decode() == ("The upload is 2 KiB; the largest accepted is 1,000 B.")
+    assert response.content.decode() == (
+        "The upload is 1.95 KiB; the largest accepted is 1000 bytes."
+    )
