@@ -179,6 +179,15 @@ class Task(models.Model):
         related_name="+",
         editable=False,
     )
+    # A phase of this challenge, in ``phase_order``; None: a task on its own, as ever.
+    challenge = models.ForeignKey(
+        "submissions.Challenge",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="phases",
+    )
+    phase_order = models.PositiveSmallIntegerField(default=0, help_text="Phases run in this order.")
 
     objects = TaskQuerySet.as_manager()
 
@@ -374,6 +383,17 @@ class Submission(models.Model):
         null=True,
         blank=True,
         related_name="submissions",
+    )
+
+    # The previous phase's submission this one carries over (challenge_phase_advance): the same
+    # model, scored on this phase's data, costing no quota and marked "carried" on the board.
+    carried_from = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="carried_to",
+        editable=False,
     )
 
     # Result: written once, in one transaction, when the evaluation succeeds.
