@@ -22,3 +22,8 @@ class Refused(Exception):
         self.message = message
         self.field = field
         self.url = url
+
+
+class NotAllowed(Refused):
+    """A refusal of who asks rather than of what they ask (not registered for a challenge):
+    the API answers 403 ``{"detail": why}``; a page shows it like any other refusal."""

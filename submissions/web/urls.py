@@ -2,10 +2,17 @@ from __future__ import annotations
 
 from django.urls import path
 
-from submissions.web import team_views, views
+from submissions.web import challenge_views, team_views, views
 
 urlpatterns = [
     path("", views.task_list, name="task-list"),
+    path("challenges/", challenge_views.challenge_list, name="challenge-list"),
+    path("challenges/<slug:slug>/", challenge_views.challenge_detail, name="challenge-detail"),
+    path(
+        "challenges/<slug:slug>/register/",
+        challenge_views.challenge_register_view,
+        name="challenge-register",
+    ),
     path("tasks/<slug:slug>/", views.task_detail, name="task-detail"),
     path("tasks/<slug:slug>/leaderboard.csv", views.leaderboard_csv, name="leaderboard-csv"),
     path("tasks/<slug:slug>/files/<int:pk>/", views.task_file_download, name="task-file"),
