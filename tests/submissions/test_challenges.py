@@ -101,3 +101,21 @@ def test_a_task_without_a_challenge_takes_uploads_as_ever(make_task: Any, alice:
     assert (submission.status, submission.carried_from) == ("queued", None)
     assert Challenge.objects.count() == 0
     assert Client().get(task.get_absolute_url()).status_code == 200
+
+
+def test_the_phases_of_a_private_challenge_are_hidden_with_it(
+    make_task: Any, alice: Any, bob: Any
+) -> None:
+    challenge, first, _ = two_phase_challenge(make_task, visibility="private")
+    make_task(slug="alone", title="Alone")
+    registered(challenge, alice)
+
+    def tasks(user: Any) -> tuple[list[str], int]:
+        api = APIClient()
+        api.force_authenticate(user)
+        listed = sorted(t["slug"] for t in api.get("/api/tasks/").json())
+        return listed, api.get(f"/api/tasks/{first.slug}/").status_code
+
+    assert tasks(bob) == (["alone"], 404)
+    assert tasks(alice) == (["alone", "digits-dev", "digits-test"], 200)
+    assert Client().get(first.get_absolute_url()).status_code == 404
