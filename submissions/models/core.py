@@ -487,7 +487,9 @@ class Submission(models.Model):
                 f"Submitted after the leaderboard froze ({frozen:%Y-%m-%d %H:%M} UTC): "
                 "not on the board."
             )
-        if self.status in (self.Status.QUEUED, self.Status.RUNNING) and self.is_rescore:
+        if self.status in (self.Status.QUEUED, self.Status.RUNNING) and self.carried_from_id:
+            notices.append("Carried over from the previous phase; being scored on this one.")
+        elif self.status in (self.Status.QUEUED, self.Status.RUNNING) and self.is_rescore:
             notices.append("Being re-scored on the task's new dataset.")
         elif self.status == self.Status.SUCCEEDED and not self.on_current_dataset:
             notices.append(

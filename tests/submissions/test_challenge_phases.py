@@ -103,6 +103,9 @@ def test_carrying_the_selected_takes_each_participants_finals_else_their_best(
     assert [s.carried_from_id for s in carried] == sorted([a_chosen.pk, b_best.pk])
     assert a_best.pk not in [s.carried_from_id for s in carried]
     assert all(s.priority == Submission.RESCORE_PRIORITY for s in carried)
+    assert carried[0].owner_notices() == [
+        "Carried over from the previous phase; being scored on this one."
+    ]
 
 
 @pytest.mark.django_db
