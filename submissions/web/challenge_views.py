@@ -39,7 +39,10 @@ def challenge_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "registration": selectors.registration_of(user=user, challenge=challenge),
         "registered": is_registered(user=user, challenge=challenge),
         "form": RegistrationForm(),
-        "teams": Team.objects.filter(task__challenge=challenge, memberships__user=user.pk),
+        # the teams a participant may register with: theirs, on any phase
+        "teams": Team.objects.filter(task__challenge=challenge, memberships__user=user)
+        if user.is_authenticated
+        else Team.objects.none(),
     }
     return render(request, "submissions/challenge_detail.html", context)
 

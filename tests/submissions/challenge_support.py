@@ -15,9 +15,8 @@ HOUR = timedelta(hours=1)
 def two_phase_challenge(make_task: Any, **fields: Any) -> tuple[Challenge, Task, Task]:
     """Phase 1 open now, phase 2 opening when phase 1 closes, a day later."""
     now = timezone.now()
-    challenge = Challenge.objects.create(
-        slug="digits-cup", title="Digits Cup", terms="Be fair.", **fields
-    )
+    fields.setdefault("terms", "Be fair.")
+    challenge = Challenge.objects.create(slug="digits-cup", title="Digits Cup", **fields)
     first = make_task(
         slug="digits-dev",
         title="Development",
