@@ -16,6 +16,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from plumbing.refusals import Refused
+from submissions.challenges.selectors import challenge_phases
 from submissions.challenges.services import challenge_phase_advance
 from submissions.lifecycle.quotas import quota_get
 from submissions.lifecycle.selectors import leaderboard
@@ -138,3 +139,34 @@ def test_the_operator_advances_from_the_challenge_admin(
     assert "1 submission(s) carried from Development to Test" in response.content.decode()
     assert Submission.objects.filter(task=second, carried_from__isnull=False).count() == 1
     assert admin.site.is_registered(Challenge)
+
+
+@pytest.mark.django_db
+def test_the_operator_makes_tasks_the_challenges_phases_in_the_admin(
+    make_task: Any, operator: Any
+) -> None:
+    early = make_task(slug="early", title="Early", opens_at=timezone.now())
+    late = make_task(slug="late", title="Late", opens_at=timezone.now() + timedelta(days=1))
+    alone = make_task(slug="alone", title="Alone")
+    console = Client()
+    console.force_login(operator)
+    form = {
+        "title": "Cup",
+        "slug": "cup",
+        "visibility": "public",
+        "tasks": [late.pk, early.pk],
+        **{
+            f"{prefix}-{k}": "0"
+            for prefix in ("phases", "registrations")
+            for k in ("TOTAL_FORMS", "INITIAL_FORMS")
+        },
+    }
+
+    response = console.post("/admin/submissions/challenge/add/", form)
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    challenge = Challenge.objects.get(slug="cup")
+    phases = challenge_phases(challenge=challenge)
+    assert [(t.slug, t.phase_order) for t in phases] == [("early", 1), ("late", 2)]
+    alone.refresh_from_db()
+    assert alone.challenge is None
