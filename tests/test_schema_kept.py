@@ -20,6 +20,7 @@ from submissions.models import (
     Challenge,
     ChallengeRegistration,
     DatasetVersion,
+    FactSheet,
     LeaderboardPending,
     Notification,
     RankingRule,
@@ -52,10 +53,12 @@ TABLES_BEFORE = {
     ("submissions", "submissions_webhook"),
     ("submissions", "submissions_webhookdelivery"),
 }
-# Tables added since, by a migration of their own (0021_challenges): new, not moved.
+# Tables added since, by migrations of their own (0021_challenges, 0022_fact_sheets): new, not
+# moved.
 TABLES_ADDED = {
     ("submissions", "submissions_challenge"),
     ("submissions", "submissions_challengeregistration"),
+    ("submissions", "submissions_factsheet"),
 }
 
 
@@ -97,6 +100,7 @@ def test_a_database_with_a_row_in_every_table_keeps_every_row(
     ChallengeRegistration.objects.create(
         challenge=challenge, user=alice, terms_accepted_at=timezone.now()
     )
+    FactSheet.objects.create(task=task, user=alice, method_name="Ridge")
     before = {m._meta.db_table: m.objects.count() for m in our_models()}
     assert all(before.values()), before
 

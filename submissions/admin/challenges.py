@@ -57,7 +57,8 @@ class ChallengeAdminForm(forms.ModelForm):
 class PhaseInline(admin.TabularInline):
     model = Task
     fk_name = "challenge"
-    fields = ["phase_order", "title", "opens_at", "closes_at"]
+    # requires_fact_sheet is set here, with the phase, to keep the task form as it is
+    fields = ["phase_order", "title", "opens_at", "closes_at", "requires_fact_sheet"]
     readonly_fields = ["title", "opens_at", "closes_at"]
     ordering = ["phase_order", "opens_at", "pk"]
     extra = 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from submissions.models.boards import LeaderboardEntry, LeaderboardPending, LeaderboardRecord
-from submissions.models.challenges import Challenge, ChallengeRegistration
+from submissions.models.challenges import Challenge, ChallengeRegistration, FactSheet
 from submissions.models.core import DeviceClass, Submission, SubmissionQuerySet, Task, TaskQuerySet
 from submissions.models.datasets import DatasetVersion
 from submissions.models.notifications import Notification, Webhook, WebhookDelivery
@@ -16,6 +16,7 @@ __all__ = [
     "ChallengeRegistration",
     "DatasetVersion",
     "DeviceClass",
+    "FactSheet",
     "LeaderboardEntry",
     "LeaderboardPending",
     "LeaderboardRecord",

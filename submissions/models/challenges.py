@@ -123,3 +123,51 @@ class ChallengeRegistration(models.Model):
     @property
     def approved(self) -> bool:
         return self.status == self.Status.APPROVED
+
+
+class FactSheet(models.Model):
+    """What an entry is (per phase, per participant alone or per team): the method, the code
+    and the data it used. A phase can require a complete one before finals are selected
+    (``Task.requires_fact_sheet``); the operator exports a phase's sheets from the admin."""
+
+    task = models.ForeignKey("submissions.Task", on_delete=models.CASCADE, related_name="+")
+    # The participant alone; with ``team``, the member who last saved the team's sheet.
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    team = models.ForeignKey(
+        "submissions.Team", on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    method_name = models.CharField(max_length=200, blank=True)
+    description = models.TextField(max_length=2000, blank=True)
+    paper_url = models.URLField(blank=True)
+    code_url = models.URLField(blank=True)
+    training_data = models.TextField(max_length=2000, blank=True)
+    extra_data = models.BooleanField(
+        null=True, blank=True, help_text="Data beyond the published training rows; null: unsaid."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    # What a complete sheet must say (links and the description are optional).
+    REQUIRED = ("method_name", "code_url", "training_data", "extra_data")
+
+    class Meta:
+        ordering = ["task", "method_name", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task", "user"],
+                condition=Q(team__isnull=True),
+                name="one_fact_sheet_per_user",
+            ),
+            models.UniqueConstraint(
+                fields=["task", "team"],
+                condition=Q(team__isnull=False),
+                name="one_fact_sheet_per_team",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.method_name or f"fact sheet {self.pk}"
+
+    @property
+    def missing(self) -> list[str]:
+        """The required fields still empty; [] when complete."""
+        return [f for f in self.REQUIRED if getattr(self, f) in ("", None)]

@@ -188,6 +188,11 @@ class Task(models.Model):
         related_name="phases",
     )
     phase_order = models.PositiveSmallIntegerField(default=0, help_text="Phases run in this order.")
+    requires_fact_sheet = models.BooleanField(
+        default=False,
+        help_text="Finals can be selected only by an entrant whose fact sheet is complete "
+        "(method name, code link, training data, extra data yes/no).",
+    )
 
     objects = TaskQuerySet.as_manager()
 

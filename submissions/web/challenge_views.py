@@ -1,8 +1,10 @@
 """Challenge pages: the list, one challenge's page (overview, rules, terms, the timeline of its
-phases with links to each board, and registration). The rules are ``submissions/challenges/``."""
+phases with links to each board, and registration), and your fact sheet on a phase. The rules
+are ``submissions/challenges/``."""
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -11,11 +13,14 @@ from django.views.decorators.http import require_POST
 
 from plumbing.refusal_responses import attempt, or_404
 from submissions.challenges import selectors
+from submissions.challenges.fact_sheets import FIELDS as FACT_SHEET_FIELDS
+from submissions.challenges.fact_sheets import fact_sheet_of, fact_sheet_save
 from submissions.challenges.registration import is_registered
 from submissions.challenges.services import challenge_register
-from submissions.models import Challenge, Team
+from submissions.models import Challenge, FactSheet, Team
 from submissions.tasks.markup import markdown_html
 from submissions.web.forms import RegistrationForm
+from submissions.web.views import visible_task
 
 
 def _visible(request: HttpRequest, slug: str) -> Challenge:
@@ -68,3 +73,34 @@ def challenge_register_view(request: HttpRequest, slug: str) -> HttpResponse:
     else:
         messages.error(request, "That request was not understood.")
     return redirect(challenge)
+
+
+class FactSheetForm(forms.ModelForm):
+    # a link typed without a scheme is taken as https (Django 6's default, said now)
+    paper_url = forms.URLField(required=False, assume_scheme="https")
+    code_url = forms.URLField(required=False, assume_scheme="https")
+    extra_data = forms.NullBooleanField(
+        label="Extra data beyond the published training rows",
+        widget=forms.Select(choices=[("unknown", "—"), ("true", "Yes"), ("false", "No")]),
+    )
+
+    class Meta:
+        model = FactSheet
+        fields = list(FACT_SHEET_FIELDS)
+
+
+@login_required
+def fact_sheet_view(request: HttpRequest, slug: str) -> HttpResponse:
+    """Your fact sheet on a task: your team's, or your own alone."""
+    task = visible_task(request, slug)
+    sheet = fact_sheet_of(user=request.user, task=task)
+    form = FactSheetForm(request.POST or None, instance=sheet)
+    if request.method == "POST" and form.is_valid():
+        values = {name: form.cleaned_data[name] for name in FACT_SHEET_FIELDS}
+        if attempt(
+            request, lambda: fact_sheet_save(user=request.user, task=task, values=values), form=form
+        ):
+            messages.success(request, "Fact sheet saved.")
+            return redirect("task-fact-sheet", slug=slug)
+    context = {"task": task, "form": form, "sheet": sheet}
+    return render(request, "submissions/fact_sheet.html", context)

@@ -17,6 +17,11 @@ urlpatterns = [
     path("tasks/<slug:slug>/leaderboard.csv", views.leaderboard_csv, name="leaderboard-csv"),
     path("tasks/<slug:slug>/files/<int:pk>/", views.task_file_download, name="task-file"),
     path("tasks/<slug:slug>/submit/", views.task_upload, name="task-upload"),
+    path(
+        "tasks/<slug:slug>/fact-sheet/",
+        challenge_views.fact_sheet_view,
+        name="task-fact-sheet",
+    ),
     path("tasks/<slug:slug>/team/", team_views.my_team, name="task-team"),
     path("teams/<int:pk>/", team_views.team_detail, name="team-detail"),
     path("teams/join/<str:code>/", team_views.team_join_view, name="team-join"),
