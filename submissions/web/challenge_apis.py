@@ -7,6 +7,7 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -17,6 +18,7 @@ from submissions.challenges import selectors
 from submissions.challenges.registration import is_registered
 from submissions.challenges.services import challenge_register
 from submissions.models import Challenge, ChallengeRegistration
+from submissions.web.fact_sheet_apis import StrictBooleanField
 
 NOT_FOUND = OpenApiResponse(description="No such challenge visible to you.")
 REFUSED = OpenApiResponse(
@@ -69,7 +71,7 @@ class RegistrationSerializer(serializers.ModelSerializer):
 
 
 class RegisterSerializer(serializers.Serializer):
-    accept_terms = serializers.BooleanField(help_text="Must be true: you accept the terms.")
+    accept_terms = StrictBooleanField(help_text="Must be true: you accept the terms.")
     team = serializers.IntegerField(required=False, allow_null=True, default=None)
 
 
@@ -110,6 +112,7 @@ class ChallengeDetailApi(APIView):
 
 class ChallengeRegistrationApi(APIView):
     permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser]  # accept_terms is a JSON boolean, never the string "true"
 
     @extend_schema(
         request=RegisterSerializer,
