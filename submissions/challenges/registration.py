@@ -57,15 +57,16 @@ def registration_check(*, user: Any, task: Task) -> None:
     if is_registered(user=user, challenge=challenge):
         return
     url = challenge.get_absolute_url()
-    if registrations_of(user=user, challenge=challenge).filter(
-        status=ChallengeRegistration.Status.PENDING
-    ):
+    # "pending" sorts before "rejected": a pending registration is the one to speak of
+    mine = registrations_of(user=user, challenge=challenge).order_by("status")
+    status = mine.values_list("status", flat=True).first()
+    if status == ChallengeRegistration.Status.PENDING:
         raise RegistrationRequired(
             f"Your registration for the challenge '{challenge.title}' is waiting for the "
             "organisers' approval; you can submit once it is approved.",
             url=url,
         )
-    if registrations_of(user=user, challenge=challenge).exists():
+    if status is not None:  # rejected
         raise RegistrationRequired(
             f"Your registration for the challenge '{challenge.title}' was not approved.", url=url
         )

@@ -105,6 +105,10 @@ def test_a_challenge_that_asks_for_approval_takes_uploads_only_once_approved(
     with pytest.raises(RegistrationRequired, match="waiting for the organisers' approval"):
         submission_create(user=alice, task=first, upload=model())
 
+    registrations_decide(registration_ids=[registration.pk], approve=False)
+    with pytest.raises(RegistrationRequired, match="was not approved"):
+        submission_create(user=alice, task=first, upload=model())
+
     assert registrations_decide(registration_ids=[registration.pk], approve=True) == 1
     assert submission_create(user=alice, task=first, upload=model()).status == "queued"
 
