@@ -6,6 +6,7 @@ The API (``api_exception_handler``, REST_FRAMEWORK's EXCEPTION_HANDLER):
 
 - ``Refused`` with a field: 400 ``{field: [why]}``, as DRF answers invalid input;
 - ``Refused`` without one: 409 ``{"detail": why}``;
+- ``NotAllowed`` (who asks may not do this, e.g. not registered): 403 ``{"detail": why}``;
 - a lookup that found nothing (``ObjectDoesNotExist``): 404 ``{"detail": what}``, the lookup's
   message naming what was not found;
 - the database unreachable (``OperationalError``, ``InterfaceError``), or Redis for a view whose
@@ -34,11 +35,11 @@ from django.http import Http404, HttpRequest
 from django.utils.html import format_html
 from redis.exceptions import RedisError
 from rest_framework import status
-from rest_framework.exceptions import APIException, NotFound, ValidationError
+from rest_framework.exceptions import APIException, NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from plumbing.refusals import Refused, Unavailable
+from plumbing.refusals import NotAllowed, Refused, Unavailable
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -54,7 +55,9 @@ class Conflict(APIException):
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, Refused):
+    if isinstance(exc, NotAllowed):
+        exc = PermissionDenied(exc.message)
+    elif isinstance(exc, Refused):
         exc = ValidationError({exc.field: [exc.message]}) if exc.field else Conflict(exc.message)
     elif isinstance(exc, ObjectDoesNotExist):
         exc = NotFound(str(exc))

@@ -32,3 +32,8 @@ class Unavailable(Exception):
         super().__init__(message)
         self.message = message
         self.retry_after_s = retry_after_s
+
+
+class NotAllowed(Refused):
+    """A refusal of who asks rather than of what they ask (not registered for a challenge):
+    the API answers 403 ``{"detail": why}``; a page shows it like any other refusal."""

@@ -32,6 +32,11 @@ def _parser() -> argparse.ArgumentParser:
     login.add_argument("--token", help="use this API token instead of a username and password")
 
     add("tasks", commands.tasks, "List the tasks you can see.")
+    add(
+        "challenges",
+        commands.challenges,
+        "List the challenges you can see, or one challenge's phases in order.",
+    ).add_argument("slug", nargs="?", help="a challenge: list its phases and your registration")
     add("task", commands.task, "Show one task's rules: shapes, metric, limits.").add_argument(
         "slug"
     )

@@ -81,6 +81,27 @@ def _options(options: dict[str, Any]) -> str:
     return " · ".join(f"{name} {json.dumps(value)}" for name, value in options.items())
 
 
+def challenges(args: argparse.Namespace) -> int:
+    """The challenges you can see; with a slug, that challenge's phases in order."""
+    api = _api(args)
+    if args.slug:
+        c = api.get(f"/api/challenges/{args.slug}/")
+        rows = [
+            [str(p["number"]), p["task"], p["title"], p["state"], p["opens_at"] or "-",
+             p["closes_at"] or "-"]
+            for p in c["phases"]
+        ]  # fmt: skip
+        display.table(["PHASE", "TASK", "TITLE", "STATE", "OPENS", "CLOSES"], rows)
+        print(f"Registration: {c['registration'] or 'not registered'}")
+        return 0
+    rows = [
+        [c["slug"], c["title"], c["visibility"], c["starts_at"] or "-", c["ends_at"] or "-"]
+        for c in api.get("/api/challenges/")
+    ]
+    display.table(["CHALLENGE", "TITLE", "VISIBILITY", "STARTS", "ENDS"], rows)
+    return 0
+
+
 def task(args: argparse.Namespace) -> int:
     t = _api(args).get(f"/api/tasks/{args.slug}/")
     direction = "higher is better" if t["higher_is_better"] else "lower is better"

@@ -109,9 +109,15 @@ def participant(value: str, at: PageRow) -> SafeString:
         else s.board_name
     )
     return format_html(
-        "{}{}{}{}{}",
+        "{}{}{}{}{}{}",
         name,
         mark_safe(' <span class="chip chip-baseline">baseline</span>') if s.is_baseline else "",
+        mark_safe(
+            ' <span class="chip chip-carried" title="Carried over from the previous phase">'
+            "carried</span>"
+        )
+        if s.carried_from_id is not None
+        else "",
         mark_safe(' <span class="chip chip-you">you</span>') if at.mine else "",
         format_html(
             ' <span class="chip chip-final" data-final="{}">{}</span>', row.final, row.final

@@ -235,6 +235,13 @@ COLUMNS: tuple[Column, ...] = (
         help="On a private board of finals: how this entry became a final; '' elsewhere.",
         choices=("", FINAL_SELECTED, FINAL_BY_PUBLIC_SCORE),
     ),
+    Column(
+        "carried",
+        lambda r: r.submission.carried_from_id is not None,
+        bool,
+        help="Carried over from the challenge's previous phase and scored on this one's data.",
+        csv=_yes_or_blank,
+    ),
     _stored("latency_p90_ms", float, null=True),
     _stored("latency_p95_ms", float, null=True),
     _stored("latency_p99_ms", float, null=True),

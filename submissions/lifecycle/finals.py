@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from plumbing.refusals import Refused
 from submissions.boards.leaderboard import leaderboard_selection_changed
+from submissions.challenges.fact_sheets import fact_sheet_check
 from submissions.lifecycle.quotas import entrant_submissions, team_id_of
 from submissions.lifecycle.selectors import NOT_YOURS
 from submissions.models import Submission, Task, Team
@@ -82,6 +83,8 @@ def final_selection_replace(
         unknown = wanted - mine.keys()
         if unknown:
             raise SelectionRefused(f"No submission #{min(unknown)} of yours on '{task.slug}'.")
+        if wanted:
+            fact_sheet_check(user=user, task=task)  # where the phase requires one
         for pk in sorted(wanted):
             if not mine[pk].selected:
                 _check_selectable(mine[pk])
@@ -115,6 +118,7 @@ def submission_select(*, user: Any, submission_id: int, selected: bool = True) -
         submission = mine[submission_id]
         chosen = {pk for pk, s in mine.items() if s.selected}
         if selected and submission_id not in chosen:
+            fact_sheet_check(user=user, task=task)  # where the phase requires one
             _check_selectable(submission)
             _check_limit(task, chosen | {submission_id})
         if submission.selected != selected:

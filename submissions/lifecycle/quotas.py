@@ -12,7 +12,8 @@ counted on the day it was uploaded once it starts.
 
 A re-score (the task's dataset was replaced: ``dataset_services.task_dataset_replace``) is the
 operator's doing, not a new submission: it stays counted as the submission it was, and neither
-holds a waiting place nor counts against the queued-at-once limit.
+holds a waiting place nor counts against the queued-at-once limit. A submission carried over
+from a challenge's previous phase (``submission_carry``) is not counted at all on its new phase.
 """
 
 from __future__ import annotations
@@ -55,8 +56,13 @@ def entrant_submissions(
 
 
 # Started or waiting to start: what a quota or the duplicate check looks at (cancelled and
-# system-failed submissions are not). One definition, for a queryset and inside an aggregate.
-COUNTED = ~Q(status=Submission.Status.CANCELLED) & ~Q(failed_by_system=True)
+# system-failed submissions are not, nor those carried over from a challenge's previous phase:
+# the operator's doing). One definition, for a queryset and inside an aggregate.
+COUNTED = (
+    ~Q(status=Submission.Status.CANCELLED)
+    & ~Q(failed_by_system=True)
+    & Q(carried_from__isnull=True)
+)
 
 
 def submissions_counted(

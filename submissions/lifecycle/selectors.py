@@ -28,6 +28,7 @@ from queueing import queues
 from submissions.boards import ranking
 from submissions.boards.cache import cached
 from submissions.boards.row import BOARD_PRIVATE, BOARD_PUBLIC, SORT_FIELDS, LeaderboardRow
+from submissions.challenges.selectors import challenge_list_visible
 from submissions.lifecycle import turns
 from submissions.models import Submission, Task, TaskQuerySet
 from submissions.models.boards import LeaderboardEntry, LeaderboardRecord, entrant_key
@@ -39,16 +40,21 @@ from submissions.models.teams import Team, TeamMembership
 def task_list_visible(*, user: Any) -> QuerySet[Task]:
     # pages show requires_gpu and its name, and whether the dataset was ever replaced
     tasks = Task.objects.select_related("device_class", "current_dataset")
-    return _visible_to(tasks, staff=_is_staff(user))
+    return _visible_to(tasks, user=user)
 
 
 def _is_staff(user: Any) -> bool:
     return bool(getattr(user, "is_staff", False))
 
 
-def _visible_to(tasks: TaskQuerySet, *, staff: bool) -> TaskQuerySet:
-    """Staff see hidden tasks too."""
-    return tasks if staff else tasks.visible()
+def _visible_to(tasks: TaskQuerySet, *, user: Any) -> TaskQuerySet:
+    """Staff see hidden tasks too; the phases of a private challenge are seen only by whoever
+    may see the challenge (submissions/challenges/registration.py)."""
+    if _is_staff(user):
+        return tasks
+    return tasks.visible().filter(
+        Q(challenge__isnull=True) | Q(challenge__in=challenge_list_visible(user=user))
+    )
 
 
 def task_get_visible(*, slug: str, user: Any) -> Task:
@@ -63,7 +69,7 @@ def task_get_for_upload(*, slug: str, user: Any) -> Task:
     """``task_get_visible`` without the current dataset, which an upload never reads. The device
     class stays: the model's inspection asks whether the task needs a GPU, the notice names the
     class."""
-    tasks = _visible_to(Task.objects.select_related("device_class"), staff=_is_staff(user))
+    tasks = _visible_to(Task.objects.select_related("device_class"), user=user)
     task = tasks.filter(slug=slug).first()
     if task is None:
         raise Task.DoesNotExist(f"no task {slug!r} visible to this user")

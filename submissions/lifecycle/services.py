@@ -43,6 +43,7 @@ from submissions.boards.leaderboard import (
     leaderboard_result_pending,
     leaderboard_submissions_changed,
 )
+from submissions.challenges.registration import registration_check
 from submissions.lifecycle.inspection import upload_inspected
 from submissions.lifecycle.quotas import quota_and_duplicate, team_id_of
 from submissions.lifecycle.turns import RERUN_PRIORITY
@@ -144,6 +145,7 @@ def submission_create(
 ) -> Submission:
     """Inspect, store and enqueue one uploaded model, or raise SubmissionRefused saying why."""
     _check_task_open(task)
+    registration_check(user=user, task=task)  # a challenge's phase: registered uploaders only
     name = os.path.basename(upload.name or "model.onnx")
     try:
         check_file_name(name)
@@ -625,3 +627,39 @@ def submission_rerun(*, submission_id: int) -> bool:
         if changed:
             leaderboard_submissions_changed(submission_ids=[submission_id])
     return bool(changed)
+
+
+# What a carried copy takes over from the submission it carries: the model and what inspection
+# found; the result is the next phase's own.
+CARRIED_FIELDS = (
+    "user_id",
+    "model_file",
+    "sha256",
+    "size_bytes",
+    "original_name",
+    "description",
+    "model_info",
+    "parameters",
+    "flops",
+    "macs",
+    "activations",
+    "costs_not_counted",
+)
+
+
+def submission_carry(*, submission: Submission, task: Task) -> Submission:
+    """Queue a copy of ``submission`` on ``task`` (the next phase of its challenge), scored on
+    that task's data. It is the operator's doing, like a re-score: queued at the re-score
+    priority, behind the participants' uploads, and not counted in any quota
+    (``quotas.COUNTED``). The copy counts for the uploader's team on ``task``, if any. Call
+    inside the caller's transaction; enqueued after the commit."""
+    copy = Submission(
+        task=task,
+        carried_from=submission,
+        priority=Submission.RESCORE_PRIORITY,
+        team_id=team_id_of(user=submission.user_id, task=task),
+        **{name: getattr(submission, name) for name in CARRIED_FIELDS},
+    )
+    copy.save()
+    _enqueue_on_commit(copy.pk)
+    return copy

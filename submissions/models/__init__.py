@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from submissions.models.boards import LeaderboardEntry, LeaderboardPending, LeaderboardRecord
+from submissions.models.challenges import Challenge, ChallengeRegistration, FactSheet
 from submissions.models.core import DeviceClass, Submission, SubmissionQuerySet, Task, TaskQuerySet
 from submissions.models.datasets import DatasetVersion
 from submissions.models.notifications import Notification, Webhook, WebhookDelivery
@@ -11,8 +12,11 @@ from submissions.models.task_files import TaskFile, TaskFileQuerySet
 from submissions.models.teams import Team, TeamInvite, TeamMembership
 
 __all__ = [
+    "Challenge",
+    "ChallengeRegistration",
     "DatasetVersion",
     "DeviceClass",
+    "FactSheet",
     "LeaderboardEntry",
     "LeaderboardPending",
     "LeaderboardRecord",

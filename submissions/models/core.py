@@ -187,6 +187,20 @@ class Task(models.Model):
         related_name="+",
         editable=False,
     )
+    # A phase of this challenge, in ``phase_order``; None: a task on its own, as ever.
+    challenge = models.ForeignKey(
+        "submissions.Challenge",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="phases",
+    )
+    phase_order = models.PositiveSmallIntegerField(default=0, help_text="Phases run in this order.")
+    requires_fact_sheet = models.BooleanField(
+        default=False,
+        help_text="Finals can be selected only by an entrant whose fact sheet is complete "
+        "(method name, code link, training data, extra data yes/no).",
+    )
 
     objects = TaskQuerySet.as_manager()
 
@@ -385,6 +399,17 @@ class Submission(models.Model):
         related_name="submissions",
     )
 
+    # The previous phase's submission this one carries over (challenge_phase_advance): the same
+    # model, scored on this phase's data, costing no quota and marked "carried" on the board.
+    carried_from = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="carried_to",
+        editable=False,
+    )
+
     # Result: written once, in one transaction, when the evaluation succeeds.
     score = models.FloatField(null=True, blank=True, help_text="Primary metric on the public rows.")
     score_private = models.FloatField(null=True, blank=True)
@@ -476,7 +501,9 @@ class Submission(models.Model):
                 f"Submitted after the leaderboard froze ({frozen:%Y-%m-%d %H:%M} UTC): "
                 "not on the board."
             )
-        if self.status in (self.Status.QUEUED, self.Status.RUNNING) and self.is_rescore:
+        if self.status in (self.Status.QUEUED, self.Status.RUNNING) and self.carried_from_id:
+            notices.append("Carried over from the previous phase; being scored on this one.")
+        elif self.status in (self.Status.QUEUED, self.Status.RUNNING) and self.is_rescore:
             notices.append("Being re-scored on the task's new dataset.")
         elif self.status == self.Status.SUCCEEDED and not self.on_current_dataset:
             notices.append(

@@ -2,9 +2,27 @@ from __future__ import annotations
 
 from django.urls import path
 
-from submissions.web import apis, quota_apis, task_file_apis, team_apis
+from submissions.web import (
+    apis,
+    challenge_apis,
+    fact_sheet_apis,
+    quota_apis,
+    task_file_apis,
+    team_apis,
+)
 
 urlpatterns = [
+    path("challenges/", challenge_apis.ChallengeListApi.as_view(), name="api-challenge-list"),
+    path(
+        "challenges/<slug:slug>/",
+        challenge_apis.ChallengeDetailApi.as_view(),
+        name="api-challenge-detail",
+    ),
+    path(
+        "challenges/<slug:slug>/registration/",
+        challenge_apis.ChallengeRegistrationApi.as_view(),
+        name="api-challenge-registration",
+    ),
     path("tasks/", apis.TaskListApi.as_view(), name="api-task-list"),
     path("tasks/<slug:slug>/", apis.TaskDetailApi.as_view(), name="api-task-detail"),
     path("tasks/<slug:slug>/leaderboard/", apis.LeaderboardApi.as_view(), name="api-leaderboard"),
@@ -16,6 +34,11 @@ urlpatterns = [
         "tasks/<slug:slug>/files/<int:pk>/",
         task_file_apis.TaskFileDownloadApi.as_view(),
         name="api-task-file",
+    ),
+    path(
+        "tasks/<slug:slug>/fact-sheet/",
+        fact_sheet_apis.FactSheetApi.as_view(),
+        name="api-fact-sheet",
     ),
     path("tasks/<slug:slug>/team/", team_apis.MyTeamApi.as_view(), name="api-my-team"),
     path("teams/join/", team_apis.TeamJoinApi.as_view(), name="api-team-join"),

@@ -50,3 +50,11 @@ class FinalSelectionForm(forms.Form):
     (submissions.lifecycle.finals)."""
 
     final = SubmissionIdsField(required=False)
+
+
+class RegistrationForm(forms.Form):
+    """Registering for a challenge: the terms (refused, with the reason, unless accepted by the
+    service) and, optionally, the team to register with."""
+
+    accept_terms = forms.BooleanField(label="I accept the challenge's terms", required=False)
+    team = forms.IntegerField(required=False, min_value=1)

@@ -289,3 +289,22 @@ def fields_of(out: str) -> dict[str, str]:
 def linear_model() -> bytes:
     rng = np.random.default_rng(0)
     return linear_classifier(rng.normal(size=(64, 10)), rng.normal(size=10))
+
+
+def test_challenges_lists_the_challenges_and_one_challenges_phases(
+    make_task: Any, live_portal: str, tmp_path: Path
+) -> None:
+    from tests.submissions.challenge_support import two_phase_challenge
+
+    two_phase_challenge(make_task)
+    oep = Oep(tmp_path, url=live_portal)
+
+    listed = oep("challenges")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[1].split()[:3] == ["digits-cup", "Digits", "Cup"]
+    phases = oep("challenges", "digits-cup")
+    assert phases.returncode == 0, phases.stderr
+    lines = phases.stdout.splitlines()
+    assert lines[1].split()[:4] == ["1", "digits-dev", "Development", "current"]
+    assert lines[2].split()[:4] == ["2", "digits-test", "Test", "upcoming"]
+    assert lines[-1] == "Registration: not registered"

@@ -35,6 +35,14 @@ SEMANTIC_REFUSALS = [
         },
     }
     for path in ("/api/auth/token/", "/api/submissions/")
+] + [
+    # A fact sheet's links must be real http(s) URLs (Django's URL validator); the schema's
+    # "uri" format admits more ("a:b"), so a schema-valid link may get 400 with the reason.
+    {
+        "include-path": "/api/tasks/{slug}/fact-sheet/",
+        "include-method": "PUT",
+        "checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", 400, 401, 404]}},
+    }
 ]
 
 

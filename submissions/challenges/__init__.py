@@ -1,0 +1,1 @@
+"""Challenges: phases (tasks) in order, registration with terms, and moving to the next phase."""
