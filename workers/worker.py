@@ -139,6 +139,7 @@ class EvaluationWorker(SimpleWorker):
         self._pulse = Pulse(self._beat, settings.EVAL_HEARTBEAT_INTERVAL_S, self.name)
         self._redis_lost = False  # this run of rq's work loop ended because Redis went away
         self._asked_to_stop = False  # SIGINT or SIGTERM came (handle_warm_shutdown_request)
+        self._name_claimed = False  # no live worker holds this name (bootstrap)
 
     # rq's work with its keyword arguments passed through as they come (django-rq names them).
     def work(self, burst: bool = False, **kwargs: Any) -> bool:  # type: ignore[override]
@@ -153,10 +154,11 @@ class EvaluationWorker(SimpleWorker):
             self._pulse.stop()
             sandboxing.stop_spare()
             sandboxing.stop_server()
-            sandboxing.clear_scratch(device_config(self.name))
-            self.fleet_state.state = "stopped"
-            self.fleet_state.submission_id = None
-            self.publish_heartbeat(force=True, with_sample=False)
+            if self._name_claimed:  # a worker refused its name leaves the live one's alone
+                sandboxing.clear_scratch(device_config(self.name))
+                self.fleet_state.state = "stopped"
+                self.fleet_state.submission_id = None
+                self.publish_heartbeat(force=True, with_sample=False)
 
     def _work_through_outages(self, burst: bool, **kwargs: Any) -> bool:
         bounded = burst or any(kwargs.get(k) is not None for k in ("max_jobs", "max_idle_time"))
@@ -207,6 +209,7 @@ class EvaluationWorker(SimpleWorker):
         # The name first: a mistaken second worker under a live one's name must not publish
         # anything under it (the self-test and the memory plan do) before rq refuses it.
         self._claim_name()
+        self._name_claimed = True
         if self.device_choice is None:  # not again when the loop starts again after an outage
             self.start_device()
             # Left by an earlier process of this name (killed outright): no model process of

@@ -8,8 +8,10 @@ Real ``manage.py rqworker`` processes on the real test Redis and database (see f
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -201,13 +203,22 @@ def test_a_second_worker_under_a_live_workers_name_is_refused_and_touches_nothin
         60,
         [live],
     )
+    scratch = Path(tempfile.gettempdir()) / "portal-models-twin"
+    wait_for(
+        "twin's model process started ahead",
+        lambda: scratch.exists() and any(scratch.iterdir()),
+        30,
+        [live],
+    )
     impostor = EvaluationWorker([queue], connection=queue.connection, name="twin")
 
     with pytest.raises(ValueError, match="There exists an active worker named 'twin' already"):
-        impostor.bootstrap()
+        impostor.work(burst=True, with_scheduler=False)
 
     assert registered_pid(queue, "twin") == live.pid
-    assert online_workers(queue)["twin"].pid == live.pid  # its heartbeat was not overwritten
+    twin = online_workers(queue)["twin"]
+    assert twin.pid == live.pid and twin.state == "idle"  # its heartbeat was not overwritten
+    assert any(scratch.iterdir())  # nor its model process's scratch directory removed
 
 
 def test_a_killed_worker_not_yet_reaped_counts_as_gone() -> None:
