@@ -20,7 +20,8 @@ NONE = "—"
 SCORE_DIGITS = 4
 MEASURE_DIGITS = 3
 
-# From here a time reads in ms: 0.9996 ms rounds to "1.00 ms", not "1,000 µs".
+# From here a time reads in ms: a value that rounds up to a whole millisecond at three
+# significant digits reads as milliseconds, never as a thousand microseconds.
 _MS_FROM = 0.9995
 _SI = ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k"))
 _BINARY = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
@@ -62,8 +63,9 @@ def metrics(values: Mapping[str, float], *, leave_out: str = "") -> dict[str, st
 
 
 def latency(ms: float | None) -> str:
-    """A time per batch: µs below one millisecond (a tiny model's batch reads "12.2 µs", not
-    "0.0122 ms"), ms from there; three significant digits either way."""
+    """A time per batch: microseconds below one millisecond (a tiny model's batch is not a
+    string of zeros after the point), milliseconds from there; three significant digits either
+    way."""
     if ms is None:
         return NONE
     if abs(ms) < _MS_FROM:
