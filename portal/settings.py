@@ -304,6 +304,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",  # served from our own static files, no CDN
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Two models have a "status" with choices of their own: each enum is named for its model.
+    "ENUM_NAME_OVERRIDES": {
+        "SubmissionStatusEnum": "submissions.models.core.SubmissionStatus.choices",
+        "RegistrationStatusEnum": "submissions.models.challenges.RegistrationStatus.choices",
+    },
 }
 
 # --- HTTPS, cookies and security headers ---

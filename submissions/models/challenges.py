@@ -125,6 +125,10 @@ class ChallengeRegistration(models.Model):
         return self.status == self.Status.APPROVED
 
 
+# The API schema names this choice set (settings.SPECTACULAR_SETTINGS, ENUM_NAME_OVERRIDES).
+RegistrationStatus = ChallengeRegistration.Status
+
+
 class FactSheet(models.Model):
     """What an entry is (per phase, per participant alone or per team): the method, the code
     and the data it used. A phase can require a complete one before finals are selected

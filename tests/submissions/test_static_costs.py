@@ -78,8 +78,8 @@ def test_submission_page_shows_the_costs_and_what_was_not_counted(
     client.force_login(alice)
     page = client.get(f"/submissions/{detail['id']}/").content.decode()
     assert '<dt>Parameters</dt><dd class="num">650</dd>' in page
-    assert "≥ 20,640 (≥ 10,240 MACs)" in page
-    assert "1,504 elements" in page  # the Einsum's output is an activation too
+    assert "≥ 20.6 k (≥ 10.2 k MACs)" in page  # evaluation.formats.si
+    assert "1.50 k elements" in page  # the Einsum's output is an activation too
     assert "<dd data-not-counted>Einsum × 1</dd>" in page
 
 

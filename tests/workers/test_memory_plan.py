@@ -109,8 +109,8 @@ def test_a_worker_that_fits_takes_its_place_in_the_plan_shown_on_the_workers_pag
     assert [w.name for w in plan.workers] == ["a40-1", "a40-2"]
     assert plan.planned == 20 * GIB + 12 * GIB + 2 * 500 * MB and not plan.overcommitted
     page = Client().get("/workers/").content.decode()
-    assert "memory plan: a40-1 20 GiB + a40-2 12 GiB" in page
-    assert "+ 2 × 500 MiB CUDA context" in page and "of 48 GiB" in page
+    assert "memory plan: a40-1 20.0 GiB + a40-2 12.0 GiB" in page  # evaluation.formats.size
+    assert "+ 2 × 500 MiB CUDA context" in page and "of 48.0 GiB" in page
 
 
 def test_stale_workers_leave_the_plan(settings: Any, queue: Any, db: Any) -> None:
