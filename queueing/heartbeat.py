@@ -24,7 +24,6 @@ from typing import Any
 
 from django.conf import settings
 from redis import Redis
-from redis.client import Pipeline
 
 PREFIX = "eval:fleet"
 NAMES_KEY = f"{PREFIX}:workers"
@@ -117,35 +116,27 @@ def publish(
     reader between the delete and the write would see the worker missing, so none can be.
     """
     with connection.pipeline(transaction=True) as pipe:
-        publish_into(pipe, state, with_sample=with_sample, now=now)
+        state.last_heartbeat = time.time() if now is None else now
+        encoded = {k: json.dumps(v) for k, v in asdict(state).items()}
+        pipe.delete(worker_key(state.name))
+        pipe.hset(worker_key(state.name), mapping=encoded)  # type: ignore[arg-type]
+        pipe.expire(worker_key(state.name), FORGET_AFTER_S)
+        pipe.zadd(NAMES_KEY, {state.name: state.last_heartbeat})
+        for device_class in state.device_classes:
+            if state.state == "stopped":
+                pipe.zrem(class_key(device_class), state.name)
+            else:
+                pipe.zadd(class_key(device_class), {state.name: state.last_heartbeat})
+                # Workers that died without stopping: forgotten after a day, as in NAMES_KEY.
+                pipe.zremrangebyscore(
+                    class_key(device_class), "-inf", state.last_heartbeat - FORGET_AFTER_S
+                )
+                pipe.expire(class_key(device_class), FORGET_AFTER_S)
+        if with_sample:
+            pipe.lpush(history_key(state.name), json.dumps(sample_of(state)))
+            pipe.ltrim(history_key(state.name), 0, history_length() - 1)
+            pipe.expire(history_key(state.name), FORGET_AFTER_S)
         pipe.execute()
-
-
-def publish_into(
-    pipe: Pipeline, state: WorkerState, *, with_sample: bool = True, now: float | None = None
-) -> None:
-    """``publish``'s commands, queued on ``pipe``: a MULTI/EXEC the caller runs with its own
-    writes (the worker's claim on a job goes with rq's, ``EvaluationWorker.prepare_execution``)."""
-    state.last_heartbeat = time.time() if now is None else now
-    encoded = {k: json.dumps(v) for k, v in asdict(state).items()}
-    pipe.delete(worker_key(state.name))
-    pipe.hset(worker_key(state.name), mapping=encoded)  # type: ignore[arg-type]
-    pipe.expire(worker_key(state.name), FORGET_AFTER_S)
-    pipe.zadd(NAMES_KEY, {state.name: state.last_heartbeat})
-    for device_class in state.device_classes:
-        if state.state == "stopped":
-            pipe.zrem(class_key(device_class), state.name)
-        else:
-            pipe.zadd(class_key(device_class), {state.name: state.last_heartbeat})
-            # Workers that died without stopping: forgotten after a day, as in NAMES_KEY.
-            pipe.zremrangebyscore(
-                class_key(device_class), "-inf", state.last_heartbeat - FORGET_AFTER_S
-            )
-            pipe.expire(class_key(device_class), FORGET_AFTER_S)
-    if with_sample:
-        pipe.lpush(history_key(state.name), json.dumps(sample_of(state)))
-        pipe.ltrim(history_key(state.name), 0, history_length() - 1)
-        pipe.expire(history_key(state.name), FORGET_AFTER_S)
 
 
 def read_states(connection: Redis) -> list[WorkerState]:

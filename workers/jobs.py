@@ -192,11 +192,8 @@ def _evaluate_and_save(submission_id: int) -> str:
 
 
 def _save(submission: Submission, result: EvalResult) -> None:
-    """The result saved; while the database does not answer, kept and tried again (the worker's
-    heartbeat goes on meanwhile, so recovery leaves the submission to it). Only the worker's
-    end (a second stop signal, or a kill) gives up: the submission is then run again by
-    recovery. ``submission_succeed`` changes nothing once the row is no longer running (a
-    cancel won)."""
+    """The result saved, through a database outage too (``outages.save_patiently``).
+    ``submission_succeed`` changes nothing once the row is no longer running (a cancel won)."""
     outages.save_patiently(
         lambda: services.submission_succeed(
             submission_id=submission.pk,
@@ -205,7 +202,6 @@ def _save(submission: Submission, result: EvalResult) -> None:
             drain=False,  # refreshed at the job's end, with whatever else is pending
         ),
         what=f"the result of submission {submission.pk}",
-        stop=lambda: False,
     )
 
 

@@ -26,7 +26,6 @@ REDIS_ERRORS = (RedisConnectionError, RedisTimeoutError)
 # Waits between tries grow from the first to the last, doubling.
 FIRST_WAIT_S = 0.5
 LAST_WAIT_S = 10.0
-KEEP_ALIVE_S = 0.25  # how often ``while_waiting`` runs during a wait (it limits itself)
 
 T = TypeVar("T")
 
@@ -68,31 +67,20 @@ def wait_for_redis(connection: Redis, *, name: str, stop: Callable[[], bool]) ->
     return False
 
 
-def save_patiently(
-    save: Callable[[], T],
-    *,
-    what: str,
-    stop: Callable[[], bool],
-    while_waiting: Callable[[], None] = lambda: None,
-) -> T:
-    """``save()``, tried again while the database is unreachable, until it answers or ``stop()``.
+def save_patiently(save: Callable[[], T], *, what: str) -> T:
+    """``save()``, tried again while the database is unreachable, until it answers.
 
-    Between tries the connections are closed (the next try opens a fresh one) and
-    ``while_waiting`` runs: the worker's heartbeat, which keeps its claim on the submission alive
-    so that recovery does not take the submission from a worker that only waits. Raises the
-    last DatabaseError when told to stop first."""
+    Between tries the connections are closed (the next try opens a fresh one). The worker's
+    heartbeat goes on in its own thread meanwhile (``workers.pulse``), keeping its claim on the
+    submission alive so that recovery does not take it from a worker that only waits; only the
+    worker's end (a second stop signal, a kill) gives up, and recovery runs it again."""
     next_wait, logged = backoff(), False
     while True:
         try:
             return save()
         except DatabaseError as exc:
-            if stop():
-                raise
             if not logged:
                 log.error("%s not saved yet: the database does not answer (%s)", what, exc)
                 logged = True
         db.connections.close_all()
-        until = time.monotonic() + next_wait()
-        while (left := until - time.monotonic()) > 0:
-            while_waiting()  # at least every KEEP_ALIVE_S: a heartbeat must not go stale
-            time.sleep(min(left, KEEP_ALIVE_S))
+        time.sleep(next_wait())
