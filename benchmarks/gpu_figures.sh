@@ -10,13 +10,14 @@
 # On a host without network, set up first with benchmarks/gpu_bundle.sh and gpu_host_setup.sh
 # (docs/development.md, "GPU figures on a host without network").
 #
-# Steps: the GPU acceptance check (`manage.py gpu_check --require-gpu`); the timing protocol on
+# Steps (STEPS, default all, in this order): the GPU acceptance check (`manage.py gpu_check --require-gpu`); the timing protocol on
 # CUDA for the digits and the conv model (`benchmarks.timing_bench --cuda`); a model process's
 # start and CUDA warm-up, which a worker does ahead (`benchmarks.model_process_start --cuda`); and
 # the whole path end to end: `seed_demo` queues the demo baselines, one real EvaluationWorker on
 # CUDA evaluates them in burst mode, and the rows are read back (provider, device, score, p50,
 # seconds from start to finish, peak memory: on a GPU the model process's device memory, CUDA
-# context included).
+# context included); and latency between fresh sessions per cuDNN algorithm search, with energy
+# and device memory (`benchmarks.gpu_sessions`).
 set -u
 PY=${PYTHON:-python3}
 OUT=${OUT:-var/gpu-figures}
@@ -34,9 +35,12 @@ export PORTAL_VAR_DIR
 trap 'pkill -KILL -f "$PORTAL_VAR_DIR" 2>/dev/null; rm -rf "$PORTAL_VAR_DIR"' EXIT
 export EVAL_DEVICE=${EVAL_DEVICE:-cuda}
 
+STEPS=${STEPS:-gpu_check timing_digits timing_conv session end_to_end sessions}
+
 step() {
     name=$1 limit=$2
     shift 2
+    case " $STEPS " in *" $name "*) ;; *) return 0 ;; esac
     echo "== $name (limit ${limit} s): $*"
     started=$(date +%s)
     timeout -k 10 "$limit" "$@" >"$OUT/$name.log" 2>&1
@@ -63,3 +67,5 @@ for s in Submission.objects.select_related('task').order_by('task__slug', 'id'):
           s.latency_p50_ms, (s.finished_at - s.started_at).total_seconds() if s.finished_at
           and s.started_at else None, s.peak_memory_bytes, s.error_message[:300])
 \""
+step sessions "${SESSIONS_S:-300}" $PY -m benchmarks.gpu_sessions --sessions "${SESSIONS:-5}" \
+    --json "$OUT/sessions.json"
