@@ -112,16 +112,25 @@ def confine(c: Confinement) -> Protections:
     return Protections(no_new_privs, seccomp, landlock_abi, netns, limits, tuple(missing))
 
 
+def engine_sites() -> list[str]:
+    """The folders numpy and onnxruntime are imported from here, found without importing them
+    (numpy's BLAS would start threads): a model process imports the same ones (it is given them
+    on its PYTHONPATH, ``evaluation.sandbox``), wherever they are installed."""
+    sites = []
+    for name in ("onnxruntime", "numpy"):  # onnxruntime's first: numpy's may hold another
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            sites.append(str(Path(spec.origin).parent.parent))
+    return list(dict.fromkeys(sites))
+
+
 def default_read_paths() -> tuple[str, ...]:
     """Python, numpy's and onnxruntime's site-packages, this package, the system libraries.
 
     Only the evaluation package from the project: the project root holds settings and .env.
     numpy and onnxruntime are found without being imported (numpy's BLAS would start threads)."""
     paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
-    for name in ("numpy", "onnxruntime"):
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.origin:
-            paths.append(str(Path(spec.origin).parent.parent))
+    paths += engine_sites()
     paths.append(str(Path(__file__).resolve().parent))
     paths += SYSTEM_READ_PATHS
     paths += sorted(glob.glob("/usr/local/cuda*"))

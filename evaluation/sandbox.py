@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from evaluation.channel import Channel, ChannelClosed, ChannelError, ChannelTimeout, Message
-from evaluation.confine import Protections, default_read_paths
+from evaluation.confine import Protections, default_read_paths, engine_sites
 from evaluation.costs import StaticCosts
 from evaluation.limits import LOADING, time_limit_message
 from evaluation.model_server import ForkedProcess, ModelServer
@@ -90,7 +90,10 @@ def _environment(scratch: str) -> dict[str, str]:
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     env.update(SINGLE_THREADED)
     env.update(NO_TELEMETRY)
-    env.update(PATH="/usr/bin:/bin", HOME=scratch, TMPDIR=scratch, PYTHONPATH=str(ROOT))
+    # The evaluation package, then numpy and onnxruntime where the worker found them: a host
+    # whose onnxruntime-gpu is on the worker's PYTHONPATH must not run the model on another one.
+    path = os.pathsep.join([str(ROOT), *engine_sites()])
+    env.update(PATH="/usr/bin:/bin", HOME=scratch, TMPDIR=scratch, PYTHONPATH=path)
     env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
     return env
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evaluation.confine import default_read_paths
 from evaluation.runner import DeviceConfig, EvaluationError, create_session, run_model
 from evaluation.sandbox import ModelProcess, ModelProcessDied, SandboxSettings
 from evaluation.timing import TimingHooks
@@ -135,6 +137,38 @@ def test_the_model_process_holds_none_of_the_workers_environment(
     assert "PATH" in names and "TMPDIR" in names
     assert not names & {"SECRET_KEY", "DATABASE_URL"}, names
     assert "s3cret" not in str(failed.value)
+
+
+def test_the_model_process_imports_the_onnxruntime_the_worker_found(
+    model: bytes, inputs: np.ndarray, monkeypatch: Any, tmp_path: Any
+) -> None:
+    """A GPU host whose onnxruntime-gpu is on the worker's PYTHONPATH, beside another
+    onnxruntime in the interpreter's own site-packages: the model must run on the worker's."""
+    import importlib
+
+    import onnxruntime
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "onnxruntime").symlink_to(os.path.dirname(onnxruntime.__file__))
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delitem(sys.modules, "onnxruntime")  # as if the worker had found it there first
+    importlib.invalidate_caches()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    # As the worker builds them (workers.sandboxing), after it found onnxruntime there.
+    found = SandboxSettings(
+        scratch_root=str(scratch), read_paths=default_read_paths(), allow_test_hook=True
+    )
+    process = ModelProcess(found, DEVICE)
+    hook = "import onnxruntime; raise RuntimeError('FROM ' + onnxruntime.__file__ + ' END')"
+    try:
+        with pytest.raises(Exception, match="FROM ") as failed:
+            process.evaluate(model, inputs, SPEC, DEVICE, hooks=TimingHooks(), test_hook=hook)
+    finally:
+        process.stop()
+    imported = str(failed.value).split("FROM ", 1)[1].split(" END", 1)[0]
+    assert imported == str(site / "onnxruntime" / "__init__.py")
 
 
 def test_a_model_process_that_sends_what_is_not_a_message_fails_the_evaluation(
