@@ -64,8 +64,10 @@ step end_to_end "${E2E_S:-180}" sh -c "$PY manage.py seed_demo && $PY manage.py 
 from submissions.models import Submission
 for s in Submission.objects.select_related('task').order_by('task__slug', 'id'):
     print(s.task.slug, s.original_name, s.status, s.provider, s.device_name, s.score,
-          s.latency_p50_ms, (s.finished_at - s.started_at).total_seconds() if s.finished_at
-          and s.started_at else None, s.peak_memory_bytes, s.error_message[:300])
+          s.latency_p50_ms, s.latency_sessions, s.timing.get('session_p50s_ms'),
+          s.energy_per_sample_j, s.average_power_w, (s.finished_at - s.started_at).total_seconds()
+          if s.finished_at and s.started_at else None, s.peak_memory_bytes, s.error_message[:300])
 \""
+# shellcheck disable=SC2086 # SESSIONS_ARGS: more arguments, e.g. --modes EXHAUSTIVE+prefer_nhwc=1
 step sessions "${SESSIONS_S:-300}" $PY -m benchmarks.gpu_sessions --sessions "${SESSIONS:-5}" \
-    --json "$OUT/sessions.json"
+    --json "$OUT/sessions.json" ${SESSIONS_ARGS:-}

@@ -19,8 +19,10 @@ What issue 41 chooses its settings from, on a GPU host:
 - Precision: from each session's kept batch times, how many timed batches the p50's 95 %
   confidence interval (order statistics) needed to fall within +-1 % and +-2 %.
 
-Run: ``python -m benchmarks.gpu_sessions [--sessions 5] [--models digits,depth,resnet50]``;
-``--cpu`` runs the same on the CPU provider (to try the script where there is no GPU).
+Run: ``python -m benchmarks.gpu_sessions [--sessions 5] [--models digits,depth,resnet50]
+[--modes EXHAUSTIVE,EXHAUSTIVE+prefer_nhwc=1] [--validate-energy 3]``: a mode may add CUDA
+provider options to compare; ``--cpu`` runs the same on the CPU provider (to try the script where
+there is no GPU).
 """
 
 from __future__ import annotations
@@ -109,11 +111,21 @@ class PowerSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._work, daemon=True)
 
+    def _power_mw(self) -> Any:
+        """The instantaneous power where NVML has the field (nvmlDeviceGetPowerUsage is a
+        one-second average on recent GPUs, which lags a change of load), else that average."""
+        field = getattr(self.nvml, "NVML_FI_DEV_POWER_INSTANT", None)
+        if field is not None:
+            values = _read(self.nvml.nvmlDeviceGetFieldValues, self.handle, [field])
+            if values and values[0].nvmlReturn == 0:
+                return values[0].value.uiVal
+        return _read(self.nvml.nvmlDeviceGetPowerUsage, self.handle)
+
     def _work(self) -> None:
         last = None
         while not self._stop.is_set():
             now = time.perf_counter()
-            power = _read(self.nvml.nvmlDeviceGetPowerUsage, self.handle)
+            power = self._power_mw()
             energy = _read(self.nvml.nvmlDeviceGetTotalEnergyConsumption, self.handle)
             if power is not None:
                 self.samples.append((now, power / 1000.0))
@@ -152,14 +164,50 @@ def _needed(ms: list[float], within: float) -> int | None:
     return None
 
 
-def child(name: str, mode: str, use_cuda: bool) -> dict[str, Any]:
-    from evaluation.runner import DeviceConfig, create_session, time_model
+def _with_options(extra: dict[str, str]) -> None:
+    """The CUDA provider's options plus ``extra`` (a variant to compare), for this process."""
+    from evaluation.runner import DeviceConfig
+
+    providers = DeviceConfig.providers
+
+    def patched(self: Any) -> list[Any]:
+        chosen = providers(self)
+        if extra and isinstance(chosen[0], tuple):
+            chosen[0] = (chosen[0][0], {**chosen[0][1], **extra})
+        return chosen
+
+    DeviceConfig.providers = patched  # type: ignore[method-assign]
+
+
+def _validate_energy(nvml: Any, handle: Any, run: Any, seconds: float) -> dict[str, Any]:
+    """The counter against instantaneous power integrated over ``seconds`` of batches."""
+    sampler = PowerSampler(nvml, handle, interval=0.002)
+    sampler.start()
+    time.sleep(0.05)
+    t0, e0 = time.perf_counter(), nvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+    while time.perf_counter() - t0 < seconds:
+        run()
+    t1, e1 = time.perf_counter(), nvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+    sampler.stop()
+    return {
+        "seconds": t1 - t0,
+        "counter_j": (e1 - e0) / 1000,
+        "instant_power_integral_j": sampler.joules(t0, t1),
+        "counter_changes": len([t for t in sampler.counter_changes if t0 <= t <= t1]),
+    }
+
+
+def child(name: str, variant: str, use_cuda: bool, validate_s: float) -> dict[str, Any]:
+    from evaluation.limits import TimeLimit
+    from evaluation.runner import DeviceConfig, _Executor, create_session, time_model
     from evaluation.timing import TimingHooks
     from evaluation.warm_up import warm_up_model
 
+    mode, *pairs = variant.split("+")
+    _with_options(dict(pair.split("=", 1) for pair in pairs))
     nvml, handle = _nvml() if use_cuda else (None, None)
     device = DeviceConfig(use_cuda=use_cuda, cudnn_conv_algo_search=mode, device_name="GPU 0")
-    result: dict[str, Any] = {"model": name, "mode": mode, "memory": {}}
+    result: dict[str, Any] = {"model": name, "mode": variant, "memory": {}}
     result["memory"]["start"] = _memory(nvml, handle)
     idle = [_read(nvml.nvmlDeviceGetPowerUsage, handle) for _ in range(5)] if nvml else []
     result["idle_w"] = statistics.median(idle) / 1000 if idle and None not in idle else None
@@ -209,6 +257,10 @@ def child(name: str, mode: str, use_cuda: bool) -> dict[str, Any]:
             "counter_changes": len([t for t in sampler.counter_changes if t0 <= t <= t1]),
             "power_samples": len([1 for t, _ in sampler.samples if t0 <= t <= t1]),
         }
+    if validate_s and nvml is not None:
+        executor = _Executor(session, TimeLimit(600), device)
+        run = executor.timed_group(batch)(1)
+        result["validation"] = _validate_energy(nvml, handle, run, validate_s)
     return result
 
 
@@ -222,23 +274,32 @@ def main() -> None:
     parser.add_argument("--models", default="digits,depth,resnet50")
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--cpu", action="store_true")
+    parser.add_argument(
+        "--validate-energy",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="in each model's first session: the energy counter against instantaneous power "
+        "integrated over S seconds of batches",
+    )
     parser.add_argument("--json", help="write every session's result here")
     parser.add_argument("--child", nargs=2, metavar=("MODEL", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child[0], args.child[1], not args.cpu)))
+        print(json.dumps(child(args.child[0], args.child[1], not args.cpu, args.validate_energy)))
         return
     everything = []
     for name in args.models.split(","):
         # The digits model has no convolution: the search mode cannot matter, one is enough.
-        modes = ["DEFAULT"] if name == "digits" else args.modes.split(",")
+        modes = ["DEFAULT"] if name == "digits" else args.modes.split(",")  # MODE[+option=value]
         for mode in modes:
             runs = []
-            for _ in range(args.sessions):
+            for index in range(args.sessions):
                 command = [sys.executable, "-m", "benchmarks.gpu_sessions", "--child", name, mode]
-                done = subprocess.run(
-                    command + (["--cpu"] if args.cpu else []), capture_output=True, text=True
-                )
+                command += ["--cpu"] if args.cpu else []
+                if index == 0 and args.validate_energy:
+                    command += ["--validate-energy", str(args.validate_energy)]
+                done = subprocess.run(command, capture_output=True, text=True)
                 if done.returncode:
                     print(f"{name} {mode}: session failed: {done.stderr[-800:]}", flush=True)
                     continue
@@ -260,6 +321,15 @@ def main() -> None:
             )
             print(line, flush=True)
             for r in runs:
+                if "validation" in r:
+                    v = r["validation"]
+                    print(
+                        f"    energy check over {v['seconds']:.2f} s: counter "
+                        f"{v['counter_j']:.2f} J, instantaneous power integrated "
+                        f"{v['instant_power_integral_j'] or 0:.2f} J (counter changed "
+                        f"{v['counter_changes']}x)",
+                        flush=True,
+                    )
                 if "energy" in r:
                     e = r["energy"]
                     print(

@@ -85,6 +85,27 @@ def spread(fraction: float | None) -> str:
     return "" if fraction is None else f"± {fraction * 100:.1f} %"
 
 
+def energy(joules: float | None) -> str:
+    """Energy per sample, three significant digits in the unit that keeps it at one or more:
+    "225 mJ", "321 µJ"."""
+    if joules is None:
+        return NONE
+    for factor, unit in ((1.0, "J"), (1e-3, "mJ"), (1e-6, "µJ")):
+        if abs(joules) >= factor:
+            return f"{significant(joules / factor, MEASURE_DIGITS)} {unit}"
+    return f"{significant(joules * 1e9, MEASURE_DIGITS)} nJ"
+
+
+def power(watts: float | None) -> str:
+    """Average power: "182 W"."""
+    return NONE if watts is None else f"{significant(watts, MEASURE_DIGITS)} W"
+
+
+def percent(fraction: float | None) -> str:
+    """A difference as a share: "25.7 %"."""
+    return NONE if fraction is None else f"{fraction * 100:.1f} %"
+
+
 def count(n: float | None) -> str:
     """Something counted, in full with thousands separators: 245,336 batches."""
     return NONE if n is None else f"{round(n):,}"

@@ -257,12 +257,29 @@ def gpu_facts(index: int | None = 0, uuid: str | None = None) -> dict[str, Any]:
     return _read_safely(index, uuid, read)
 
 
+def device_use(nvml: Any, handle: Any, processes: Any = None) -> dict[str, Any]:
+    """The device's used memory and how many compute processes NVML lists on it: what a worker
+    whose PIDs NVML does not know (its own PID namespace) measures its model process by."""
+    memory = _optional(nvml.nvmlDeviceGetMemoryInfo, handle)
+    if processes is None:
+        processes = _processes(nvml, handle)
+    return {
+        "device_memory_used_bytes": int(memory.used) if memory is not None else None,
+        "compute_processes": len(processes),
+    }
+
+
+def gpu_device_use(index: int | None = 0, uuid: str | None = None) -> dict[str, Any]:
+    """``device_use`` of one GPU; {} when it cannot be read."""
+    return _read_safely(index, uuid, device_use)
+
+
 def gpu_sample(
     index: int | None = 0, uuid: str | None = None, pid: int | None = None
 ) -> dict[str, Any]:
-    """The GPU as it is now: SM and memory clocks (MHz), temperature, power, and the device
-    memory process ``pid`` holds (NVML's per-process usedGpuMemory; None when NVML lists no such
-    process, e.g. a worker in its own PID namespace, or cannot tell)."""
+    """The GPU as it is now: SM and memory clocks (MHz), temperature, power, the energy counter,
+    and the device memory process ``pid`` holds (NVML's per-process usedGpuMemory; None when
+    NVML lists no such process, e.g. a worker in its own PID namespace, or cannot tell)."""
 
     def read(nvml: Any, handle: Any) -> dict[str, Any]:
         power = _optional(nvml.nvmlDeviceGetPowerUsage, handle)
@@ -273,10 +290,15 @@ def gpu_sample(
                 nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU
             ),
             "power_w": power / 1000.0 if power is not None else None,
+            # Millijoules since the driver loaded (Volta and newer; None elsewhere): the timing
+            # phase's energy is the difference between its start and end readings.
+            "energy_mj": _optional(nvml.nvmlDeviceGetTotalEnergyConsumption, handle),
         }
         if pid is not None:
-            mine = [p.used_memory for p in _processes(nvml, handle) if p.pid == pid]
+            processes = _processes(nvml, handle)
+            mine = [p.used_memory for p in processes if p.pid == pid]
             sample["process_memory_bytes"] = mine[0] if mine else None
+            sample.update(device_use(nvml, handle, processes))
         return sample
 
     return _read_safely(index, uuid, read)

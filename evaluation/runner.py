@@ -189,6 +189,10 @@ class EvalResult:
     latency_mean_ms: float | None = None
     latency_spread: float | None = None
     latency_unstable: bool = False
+    latency_sessions: int = 1
+    latency_session_spread: float | None = None  # (max - min) / median of the sessions' p50s
+    energy_per_sample_j: float | None = None  # the device's, over the timed passes (GPU)
+    average_power_w: float | None = None
     timing_exclusive: bool = False
     timing: dict[str, Any] = field(default_factory=dict)
     costs: StaticCosts | None = None  # completed from a run where inspection's were incomplete
@@ -738,6 +742,14 @@ def score_run(run: ModelRun, data: Dataset, spec: TaskSpec, device: DeviceConfig
         latency_mean_ms=timing.mean_ms,
         latency_spread=timing.spread,
         latency_unstable=timing.unstable,
+        latency_sessions=timing.sessions,
+        latency_session_spread=timing.session_spread,
+        energy_per_sample_j=(
+            timing.energy_per_batch_j / spec.batch_size
+            if timing.energy_per_batch_j is not None
+            else None
+        ),
+        average_power_w=timing.average_power_w,
         timing_exclusive=timing.exclusive,
         timing={**timing.summary(), "scoring_wait_s": round(run.scoring_wait_s, 3)},
         throughput=spec.batch_size * 1000.0 / max(timing.mean_ms, 1e-12),

@@ -167,6 +167,9 @@ class ModelProcess:
             raise
         self._send({"op": "start", "config": config}, blobs={"warm_up_model": model})
         self.protections: Protections | None = None
+        # The GPU's use before this process started, set by a worker that can read it
+        # (workers.sandboxing): a worker NVML cannot tell the PIDs of measures the process by it.
+        self.device_before: dict[str, Any] = {}
 
     @property
     def pid(self) -> int:
@@ -409,6 +412,9 @@ def _timing(fields: dict[str, Any]) -> Timing:
     timing = Timing(**fields)
     for name in ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "spread", "duration_s"):
         _number(getattr(timing, name))
+    for name in ("energy_per_batch_j", "average_power_w"):
+        if getattr(timing, name) is not None:
+            _number(getattr(timing, name))
     timing.kept_batches_ms = [_number(v) for v in timing.kept_batches_ms]
     timing.pass_medians_ms = [_number(v) for v in timing.pass_medians_ms]
     return timing

@@ -56,6 +56,9 @@ class TimingProtocol:
     passes: int = 5
     unstable_spread: float = 0.05
     lock_wait_s: float = 60.0
+    # Where a device class times each model in several sessions (DeviceClass.timing_sessions):
+    # a spread of the sessions' p50s above this marks the result unstable too.
+    unstable_session_spread: float = 0.05
 
     @classmethod
     def from_config(
@@ -83,6 +86,8 @@ class TimingProtocol:
             raise ValueError("timing min_time_s must be between 0 and max_time_s")
         if self.max_time_s <= 0 or self.unstable_spread <= 0 or self.lock_wait_s < 0:
             raise ValueError("timing max_time_s and unstable_spread must be positive")
+        if self.unstable_session_spread <= 0:
+            raise ValueError("timing unstable_session_spread must be positive")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,10 +125,21 @@ class Timing:
     conditions: dict[str, Any] = field(default_factory=dict)
     kept_batches_ms: list[float] = field(default_factory=list)
     batches_per_sample: int = 1  # > 1: timed in groups of this many batches (GROUP_MIN_S)
+    # Several sessions (``combine_sessions``): each one's p50, and their (max - min) / median.
+    session_p50s_ms: list[float] = field(default_factory=list)
+    session_spread: float | None = None
+    # The device's energy over the timed passes, per batch, and its average power: from the
+    # energy counter read by ``observe`` at their start and end; None where there is none.
+    energy_per_batch_j: float | None = None
+    average_power_w: float | None = None
 
     @property
     def batches(self) -> int:
         return sum(self.batches_per_pass)
+
+    @property
+    def sessions(self) -> int:
+        return max(1, len(self.session_p50s_ms))
 
     def summary(self) -> dict[str, Any]:
         """The details stored beside the headline fields (Submission.timing)."""
@@ -139,7 +155,75 @@ class Timing:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "conditions": self.conditions,
+            "session_p50s_ms": self.session_p50s_ms,
+            "session_spread": self.session_spread,
+            "energy_per_batch_j": self.energy_per_batch_j,
+            "average_power_w": self.average_power_w,
         }
+
+
+def _energy(conditions: dict[str, Any], batches: int, duration_s: float) -> dict[str, Any]:
+    """Joules per batch and average watts from the energy counter (millijoules, ``energy_mj``)
+    that ``observe`` read at the start and the end of the timed passes; {} without both."""
+    start = (conditions.get("start") or {}).get("energy_mj")
+    end = (conditions.get("end") or {}).get("energy_mj")
+    if not isinstance(start, int | float) or not isinstance(end, int | float) or end < start:
+        return {}
+    joules = (end - start) / 1000.0
+    return {
+        "energy_per_batch_j": joules / batches if batches else None,
+        "average_power_w": joules / duration_s if duration_s > 0 else None,
+    }
+
+
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return float(np.median(known)) if len(known) == len(values) and known else None
+
+
+def combine_sessions(timings: list[Timing]) -> Timing:
+    """One result from the timings of the same model in several fresh sessions (each in its own
+    process, with its own warm-up): every figure is the median of the sessions' figures, the
+    between-session spread is (max - min) / median of their p50s, and a spread above the
+    protocol's ``unstable_session_spread`` marks the result unstable. The chart's batches are
+    those of the session whose p50 is the median's (the lower middle one for an even count)."""
+    if len(timings) == 1:
+        return timings[0]
+    protocol = timings[0].protocol
+    p50s = [t.p50_ms for t in timings]
+    middle = sorted(timings, key=lambda t: t.p50_ms)[(len(timings) - 1) // 2]
+    p50 = float(np.median(p50s))
+    session_spread = (max(p50s) - min(p50s)) / p50 if p50 > 0 else 0.0
+    spread = float(np.median([t.spread for t in timings]))
+
+    def median_of(name: str) -> float:
+        return float(np.median([getattr(t, name) for t in timings]))
+
+    return Timing(
+        p50_ms=p50,
+        p90_ms=median_of("p90_ms"),
+        p95_ms=median_of("p95_ms"),
+        p99_ms=median_of("p99_ms"),
+        mean_ms=median_of("mean_ms"),
+        spread=spread,
+        unstable=spread > protocol.unstable_spread
+        or session_spread > protocol.unstable_session_spread,
+        exclusive=all(t.exclusive for t in timings),
+        pass_medians_ms=[m for t in timings for m in t.pass_medians_ms],
+        batches_per_pass=[b for t in timings for b in t.batches_per_pass],
+        duration_s=sum(t.duration_s for t in timings),
+        lock_wait_s=sum(t.lock_wait_s for t in timings),
+        started_at=timings[0].started_at,
+        finished_at=timings[-1].finished_at,
+        protocol=protocol,
+        conditions={**middle.conditions, "sessions": [t.conditions for t in timings]},
+        kept_batches_ms=middle.kept_batches_ms,
+        batches_per_sample=middle.batches_per_sample,
+        session_p50s_ms=p50s,
+        session_spread=session_spread,
+        energy_per_batch_j=_median([t.energy_per_batch_j for t in timings]),
+        average_power_w=_median([t.average_power_w for t in timings]),
+    )
 
 
 def relative_iqr(values: list[float]) -> float:
@@ -296,6 +380,7 @@ def measure(
         duration = clock() - began
         finished = time.time()
         after = observe()
+    conditions = {"start": before, "end": after}
     return summarise(
         passes,
         protocol,
@@ -305,5 +390,6 @@ def measure(
         lock_wait_s=waited,
         started_at=started,
         finished_at=finished,
-        conditions={"start": before, "end": after},
+        conditions=conditions,
+        **_energy(conditions, sum(len(p) for p in passes) * group, duration),
     )

@@ -6,9 +6,11 @@ from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
 # The device classes every portal has (migration 0004 seeds them too).
+# (slug, name, description, requires_gpu, timing_sessions): a CPU's timing is the same from one
+# session to the next, a GPU's is not (docs/benchmarks.md, "Latency between sessions").
 SEEDED_DEVICE_CLASSES = [
-    ("cpu", "CPU", "Timed on the CPU of a worker without a GPU.", False),
-    ("gpu", "GPU", "Timed with CUDA on any worker GPU.", True),
+    ("cpu", "CPU", "Timed on the CPU of a worker without a GPU.", False, 1),
+    ("gpu", "GPU", "Timed with CUDA on any worker GPU.", True, 3),
 ]
 
 
@@ -18,11 +20,13 @@ def device_classes_seed(*, apps: Any = None, using: str = "default", **kwargs: A
     from django.apps import apps as global_apps
 
     DeviceClass = (apps or global_apps).get_model("submissions", "DeviceClass")
-    for slug, name, description, requires_gpu in SEEDED_DEVICE_CLASSES:
-        DeviceClass.objects.using(using).get_or_create(
-            slug=slug,
-            defaults={"name": name, "description": description, "requires_gpu": requires_gpu},
-        )
+    # A migration to an earlier state passes that state's model, before timing_sessions.
+    has_sessions = any(f.name == "timing_sessions" for f in DeviceClass._meta.get_fields())
+    for slug, name, description, requires_gpu, sessions in SEEDED_DEVICE_CLASSES:
+        defaults = {"name": name, "description": description, "requires_gpu": requires_gpu}
+        if has_sessions:
+            defaults["timing_sessions"] = sessions
+        DeviceClass.objects.using(using).get_or_create(slug=slug, defaults=defaults)
 
 
 class SubmissionsConfig(AppConfig):

@@ -15,6 +15,11 @@ EVAL_GPU_MEMORY_FRACTION). Each check passes, fails, or is skipped with the reas
   while another process on the same GPU, as a second worker, keeps evaluating;
 - ``sandbox``: the digits model in a confined model process (docs/security.md), as a worker runs
   it, on CUDA with the predictions of a session made here; the detail lists its protections.
+- ``sessions depth-448``: the depth conv model timed in SESSIONS fresh model processes, as a
+  worker's further timing sessions are: their p50s within MAX_SESSION_SPREAD of each other
+  ((max - min) / median), with the worker's cuDNN options;
+- ``energy``: the same sessions' energy per sample from NVML's energy counter (skipped with the
+  reason on a GPU without one).
 
 This process may initialise CUDA: it is not a worker.
 """
@@ -30,7 +35,8 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from evaluation.gpu import GpuReading, gpu_reading
+from evaluation import formats
+from evaluation.gpu import GpuReading, gpu_reading, gpu_sample
 from evaluation.runner import (
     CUDA,
     DeviceConfig,
@@ -41,7 +47,7 @@ from evaluation.runner import (
     predict,
 )
 from evaluation.selftest import run_selftest
-from evaluation.timing import TimingHooks
+from evaluation.timing import Timing, TimingHooks, combine_sessions
 from workers import sandboxing
 from workers.device import device_config, pin_cuda, this_gpu_pin
 from workers.runner_overhead import Workload, measure, workloads
@@ -50,6 +56,8 @@ ATOL, RTOL = 1e-3, 1e-2
 SCORE_TOLERANCE = 1e-3
 MAX_OVERHEAD = 1.05
 SHARE_FOR_OOM = 64 * 1_048_576  # the small share the memory-limit check gives its big model
+SESSIONS = 5
+MAX_SESSION_SPREAD = 0.05
 PASS, FAIL, SKIP = "pass", "FAIL", "skip"
 
 
@@ -136,6 +144,48 @@ def sandbox_check(work: Workload, cuda: DeviceConfig) -> Check:
     return Check("sandbox", PASS if worst <= ATOL else FAIL, detail)
 
 
+def session_timings(work: Workload, cuda: DeviceConfig, sessions: int = SESSIONS) -> list[Timing]:
+    """The model timed in ``sessions`` fresh model processes, one after another, each on one
+    batch, the device's readings (energy counter included) taken at the timed passes' ends."""
+    pin = this_gpu_pin()
+    hooks = TimingHooks(observe=lambda: gpu_sample(pin.index, pin.uuid))
+    batch = work.data.inputs[: work.spec.batch_size].astype(work.spec.input_dtype)
+    timings = []
+    for _ in range(sessions):
+        process = sandboxing.model_process(cuda)
+        try:
+            timings.append(
+                process.evaluate(work.model, batch, work.spec, cuda, hooks=hooks).run.timing
+            )
+        finally:
+            process.stop()
+    return timings
+
+
+def sessions_check(name: str, timings: list[Timing]) -> Check:
+    combined = combine_sessions(timings)
+    spread = combined.session_spread or 0.0
+    detail = (
+        f"p50 of {len(timings)} sessions "
+        f"{', '.join(formats.latency(t.p50_ms) for t in timings)}: they differ by "
+        f"{formats.percent(spread)} (limit {formats.percent(MAX_SESSION_SPREAD)})"
+    )
+    return Check(f"sessions {name}", PASS if spread <= MAX_SESSION_SPREAD else FAIL, detail)
+
+
+def energy_check(timings: list[Timing], batch_size: int) -> Check:
+    per_batch = [t.energy_per_batch_j for t in timings]
+    if any(j is None for j in per_batch):
+        return Check("energy", SKIP, "NVML has no energy counter for this GPU (before Volta)")
+    joules = [j / batch_size for j in per_batch if j is not None]
+    watts = [t.average_power_w for t in timings if t.average_power_w is not None]
+    detail = (
+        f"{', '.join(formats.energy(j) for j in joules)} per sample; average power "
+        f"{', '.join(formats.power(w) for w in watts)}"
+    )
+    return Check("energy", PASS if all(j > 0 for j in joules) else FAIL, detail)
+
+
 def big_model(megabytes: int = 256) -> bytes:
     """y = Expand(x, [n]) with n floats: a model that needs ``megabytes`` for one output."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
@@ -212,6 +262,8 @@ def run_checks(
         "overhead depth-448",
         "gpu_mem_limit",
         "sandbox",
+        "sessions depth-448",
+        "energy",
     ]
     if reading.gpu is None:
         for name in names:
@@ -238,4 +290,12 @@ def run_checks(
         add(overhead_check(name, work, cuda, budget_s))
     add(memory_limit_check(digits, cuda))
     add(sandbox_check(digits, cuda))
+    try:
+        timings = session_timings(depth, cuda)
+    except Exception as exc:
+        for name in names[-2:]:
+            add(Check(name, FAIL, f"a model process failed: {exc}"))
+        return checks
+    add(sessions_check("depth-448", timings))
+    add(energy_check(timings, depth.spec.batch_size))
     return checks

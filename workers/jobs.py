@@ -23,8 +23,16 @@ from rq.exceptions import StopRequested
 from rq.timeouts import JobTimeoutException
 
 from evaluation.limits import time_limit_message
-from evaluation.runner import Dataset, DeviceUnavailable, EvalResult, EvaluationError, score_run
-from evaluation.sandbox import ModelProcessDied
+from evaluation.runner import (
+    Dataset,
+    DeviceConfig,
+    DeviceUnavailable,
+    EvalResult,
+    EvaluationError,
+    score_run,
+)
+from evaluation.sandbox import ModelProcessDied, SandboxRun
+from evaluation.timing import combine_sessions
 from submissions.boards.leaderboard import BOARD_LAG_S, DRAIN_WAIT_S, leaderboard_drain_stale
 from submissions.lifecycle import services
 from submissions.models import Submission, Task
@@ -101,29 +109,29 @@ def _load(submission: Submission) -> tuple[bytes, Dataset]:
 
 def _evaluate(submission: Submission, name: str) -> EvalResult:
     """Run the model in a model process (``evaluation.sandbox``), then score its predictions
-    here: the targets never leave this process, the model never enters it."""
+    here: the targets never leave this process, the model never enters it. Where the task's
+    device class times in several sessions, each further one is a fresh model process that
+    runs one batch and the timing phase; the result's latency is the sessions' median."""
     model_bytes, data = _load(submission)
     device = device_config(name)
-    spec = submission.task.spec()
-    with sandboxing.running_model_process(device) as process:
-        measured = Measurement(
-            device,
-            lock_wait_s=spec.timing.lock_wait_s,
-            device_class=submission.task.device_class_slug,
-            pid=process.pid,
-        )
-        outcome = process.evaluate(
-            model_bytes,
-            data.inputs,
-            spec,
-            device,
-            hooks=measured.hooks(),
-            progress=_progress_writer(submission.pk),
-            before_loading=measured.start_peak,
-            complete_costs=submission.costs_complete is False,
-            test_hook=settings.EVAL_SANDBOX_TEST_HOOK or None,
-        )
-        peak = measured.peak_memory_bytes()  # read while the process still exists
+    task = submission.task
+    spec = task.spec()
+    outcome, peak = _run_in_process(
+        submission,
+        model_bytes,
+        data.inputs,
+        device,
+        progress=_progress_writer(submission.pk),
+        complete_costs=submission.costs_complete is False,
+        test_hook=settings.EVAL_SANDBOX_TEST_HOOK or None,
+    )
+    timings = [outcome.run.timing]
+    for _ in range(task.device_class.timing_sessions - 1):
+        if sandboxing.stopping():  # the result stands on the sessions timed so far
+            break
+        again, _ = _run_in_process(submission, model_bytes, data.inputs[: spec.batch_size], device)
+        timings.append(again.run.timing)
+    outcome.run.timing = combine_sessions(timings)
     result = score_run(outcome.run, data, spec, device)
     result.timing_exclusive = outcome.run.timing.exclusive
     result.peak_memory_bytes = peak
@@ -131,6 +139,41 @@ def _evaluate(submission: Submission, name: str) -> EvalResult:
         log.warning("submission %s: costs not completed from a run", submission.pk)
     result.costs = outcome.costs
     return result
+
+
+def _run_in_process(
+    submission: Submission,
+    model_bytes: bytes,
+    inputs: np.ndarray,
+    device: DeviceConfig,
+    *,
+    progress: Callable[[float], None] = lambda _: None,
+    complete_costs: bool = False,
+    test_hook: str | None = None,
+) -> tuple[SandboxRun, int | None]:
+    """One session of the model in a model process of its own: what it ran and its peak
+    memory, read while the process still exists."""
+    spec = submission.task.spec()
+    with sandboxing.running_model_process(device) as process:
+        measured = Measurement(
+            device,
+            lock_wait_s=spec.timing.lock_wait_s,
+            device_class=submission.task.device_class_slug,
+            pid=process.pid,
+            device_before=process.device_before,
+        )
+        outcome = process.evaluate(
+            model_bytes,
+            inputs,
+            spec,
+            device,
+            hooks=measured.hooks(),
+            progress=progress,
+            before_loading=measured.start_peak,
+            complete_costs=complete_costs,
+            test_hook=test_hook,
+        )
+        return outcome, measured.peak_memory_bytes()
 
 
 def evaluate_submission(submission_id: int) -> str:

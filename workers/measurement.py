@@ -12,8 +12,11 @@ by the worker's job:
 - GPU: the device memory NVML reports for that process (usedGpuMemory: the CUDA context
   and onnxruntime's arena). It is read at the start and end of the timing phase; onnxruntime's
   BFC arena keeps what it has grown to for the life of the session, so the reading after every
-  row was scored and every timed batch run is the peak. None when NVML does not list the
-  process (a worker in its own PID namespace sees different PIDs from the driver's).
+  row was scored and every timed batch run is the peak. A worker in its own PID namespace (as in
+  compose and Kubernetes) sees other PIDs than the driver's, so NVML does not list its model
+  process: there the peak is the device's used memory now less what it was before the model
+  process started (``device_before``), counted only when NVML lists exactly one compute process
+  more than then (the model process; anyone else's allocations would be counted too), else None.
 """
 
 from __future__ import annotations
@@ -104,11 +107,13 @@ class Measurement:
         lock_wait_s: float,
         device_class: str = "",
         pid: int | None = None,
+        device_before: dict[str, Any] | None = None,
     ) -> None:
         """``pid``: the process whose memory is the evaluation's (its model process); None for
-        this one."""
+        this one. ``device_before``: the GPU's ``device_use`` before that process started."""
         self.device = device
         self.pid = pid
+        self.device_before = device_before or {}
         self.wait_s = lock_wait_s
         self.gpu_index, self.gpu_uuid = nvml_target()  # the one device rule: the pinned GPU
         self.gpu_memory: int | None = None
@@ -148,9 +153,25 @@ class Measurement:
             return _cpu_sample()
         sample = gpu_sample(self.gpu_index, self.gpu_uuid, pid=self.pid or os.getpid())
         used = sample.pop("process_memory_bytes", None)
+        device_used = sample.pop("device_memory_used_bytes", None)
+        processes = sample.pop("compute_processes", None)
+        if used is None:
+            used = self._added_to_device(device_used, processes)
         if used is not None:
             self.gpu_memory = max(self.gpu_memory or 0, used)
         return sample
+
+    def _added_to_device(self, used: int | None, processes: int | None) -> int | None:
+        """What the device's used memory gained since the model process started, when it is the
+        one compute process more NVML lists."""
+        before = self.device_before
+        used_before = before.get("device_memory_used_bytes")
+        processes_before = before.get("compute_processes")
+        if used is None or used_before is None or processes_before is None or processes is None:
+            return None
+        if processes != processes_before + 1:
+            return None
+        return max(0, used - used_before)
 
     def hooks(self) -> TimingHooks:
         return TimingHooks(

@@ -22,10 +22,12 @@ from django.conf import settings
 from rq.exceptions import StopRequested
 
 from evaluation.confine import Protections, default_read_paths, probe
+from evaluation.gpu import gpu_device_use
 from evaluation.model_server import ModelServer, ServerUnavailable
 from evaluation.runner import DeviceConfig
 from evaluation.sandbox import ModelProcess, SandboxSettings, start_server
 from evaluation.timing import ScoringGate, scoring_alone
+from workers.device import nvml_target
 from workers.measurement import Measurement
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,9 @@ _running: ModelProcess | None = None
 # directly until it stops (``_server_failed``).
 _server: ModelServer | None = None
 _server_failed = False
+# The worker was asked to stop (SIGINT, SIGTERM) during a job: the job starts no further
+# timing session, so a stopping worker's job ends within the first session's bounds.
+_stopping = False
 
 
 def device_paths(device: DeviceConfig) -> tuple[str, ...]:
@@ -75,12 +80,16 @@ def new_model_process(device: DeviceConfig) -> ModelProcess:
     off or failed."""
     sandbox = sandbox_settings(device)
     server = _model_server(sandbox.scratch_root)
+    before = gpu_device_use(*nvml_target()) if device.use_cuda else {}
+    process = None
     if server is not None:
         try:
-            return ModelProcess(sandbox, device, server)
+            process = ModelProcess(sandbox, device, server)
         except ServerUnavailable as exc:
             _give_up_server(str(exc))
-    return ModelProcess(sandbox, device)
+    process = process or ModelProcess(sandbox, device)
+    process.device_before = before
+    return process
 
 
 def _model_server(scratch_root: str) -> ModelServer | None:
@@ -227,3 +236,13 @@ def protections_check(device: DeviceConfig) -> tuple[Protections | None, str | N
         why = "; ".join(protections.missing) or "not offered by this host"
         return protections, f"the model process lacks {', '.join(lacking)} ({why})"
     return protections, None
+
+
+def set_stopping(stopping: bool) -> None:
+    """Set by the worker: True when it was asked to stop, False when it starts."""
+    global _stopping
+    _stopping = stopping
+
+
+def stopping() -> bool:
+    return _stopping

@@ -139,6 +139,7 @@ class EvaluationWorker(SimpleWorker):
         self._pulse = Pulse(self._beat, settings.EVAL_HEARTBEAT_INTERVAL_S, self.name)
         self._redis_lost = False  # this run of rq's work loop ended because Redis went away
         self._asked_to_stop = False  # SIGINT or SIGTERM came (handle_warm_shutdown_request)
+        sandboxing.set_stopping(False)
         self._name_claimed = False  # no live worker holds this name (bootstrap)
 
     # rq's work with its keyword arguments passed through as they come (django-rq names them).
@@ -190,6 +191,7 @@ class EvaluationWorker(SimpleWorker):
         """rq's hook for SIGINT and SIGTERM: remembered, since rq's own flag is set only while a
         job runs, and ``work`` must not start its loop again after a stop that was asked for."""
         self._asked_to_stop = True
+        sandboxing.set_stopping(True)  # the running job starts no further timing session
         super().handle_warm_shutdown_request()
 
     def _leave_pubsub(self) -> None:

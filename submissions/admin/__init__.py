@@ -85,7 +85,7 @@ class DeviceClassAdmin(admin.ModelAdmin):
     """Operators define the hardware classes tasks are timed on; a class in use cannot be
     deleted (its tasks protect it). Workers read the classes when they start."""
 
-    list_display = ["slug", "name", "requires_gpu", "gpu_name_contains"]
+    list_display = ["slug", "name", "requires_gpu", "gpu_name_contains", "timing_sessions"]
     search_fields = ["slug", "name"]
 
 
@@ -106,7 +106,8 @@ class RankingRuleInline(admin.StackedInline):
         "max_parameters",
         "max_flops",
         "max_peak_memory_bytes",
-        ("weight_score", "weight_latency"),
+        "max_energy_per_sample_j",
+        ("weight_score", "weight_latency", "weight_energy"),
         ("weight_parameters", "weight_flops", "weight_peak_memory"),
         "baseline",
     ]
@@ -188,6 +189,7 @@ class TaskAdmin(admin.ModelAdmin):
                 "fields": [
                     ("timing_min_time_s", "timing_min_batches", "timing_max_time_s"),
                     ("timing_passes", "timing_unstable_spread", "timing_lock_wait_s"),
+                    ("timing_unstable_session_spread",),
                 ],
                 "description": "How models are timed after scoring; a box left empty takes "
                 "the worker's EVAL_TIMING_* default, shown in it.",

@@ -145,6 +145,12 @@ TIMING_FIELDS = (
         "Spread of the pass medians marked unstable (0.05: 5 %).",
     ),
     ("lock_wait_s", "Lock wait (s)", "How long to wait for the device before timing shared."),
+    (
+        "unstable_session_spread",
+        "Sessions unstable above",
+        "Where the device class times in several sessions: (max - min) / median of their p50s "
+        "marked unstable (0.05: 5 %).",
+    ),
 )
 
 
@@ -219,6 +225,7 @@ class TaskAdminForm(forms.ModelForm):
     timing_passes = timing_field(*TIMING_FIELDS[3])
     timing_unstable_spread = timing_field(*TIMING_FIELDS[4])
     timing_lock_wait_s = timing_field(*TIMING_FIELDS[5])
+    timing_unstable_session_spread = timing_field(*TIMING_FIELDS[6])
     # A dataset uploaded with a form that failed elsewhere, kept in storage for the next try.
     dataset_pending = forms.CharField(required=False, widget=forms.HiddenInput)
 

@@ -26,6 +26,7 @@ class RankingRuleForm(forms.ModelForm):
     weight_parameters = _weight_field("parameters", MEASURES["parameters"])
     weight_flops = _weight_field("flops", MEASURES["flops"])
     weight_peak_memory = _weight_field("peak_memory", MEASURES["peak_memory"])
+    weight_energy = _weight_field("energy", MEASURES["energy"])
 
     class Meta:
         model = RankingRule
@@ -37,6 +38,7 @@ class RankingRuleForm(forms.ModelForm):
             "max_parameters",
             "max_flops",
             "max_peak_memory_bytes",
+            "max_energy_per_sample_j",
             "baseline",
         ]
 

@@ -54,10 +54,17 @@ def latency_marks(s: Submission, rule: ranking.Rule) -> list[tuple[str, str, str
     """(css class, text, explanation) for what qualifies an entry's latency on the board."""
     marks = []
     if s.latency_unstable:
+        allowed = (s.timing.get("protocol") or {}).get("unstable_session_spread")
+        if s.latency_session_spread is not None and s.latency_session_spread > (allowed or 0):
+            what = (
+                f"the p50s of its {s.latency_sessions} timing sessions differ by "
+                f"{formats.percent(s.latency_session_spread)}"
+            )
+        else:
+            what = f"the medians of its timing passes differ by {formats.spread(s.latency_spread)}"
         why = (
-            f"the medians of its timing passes differ by {formats.spread(s.latency_spread)}, more "
-            "than the task allows (a busy device, usually): its latency is less certain, its "
-            "score is not affected"
+            f"{what}, more than the task allows: its latency is less certain, its score is not "
+            "affected"
         )
         marks.append(("chip-unstable", "unstable", why))
     if s.timing_exclusive is False:
@@ -145,6 +152,11 @@ def latency(value: float | None, at: PageRow) -> SafeString:
         for p in ("p90", "p95", "p99", "mean")
         if getattr(s, f"latency_{p}_ms") is not None
     )
+    if s.latency_sessions and s.latency_sessions > 1:
+        others += (
+            f" · the median of {s.latency_sessions} sessions, whose p50s differ by "
+            f"{formats.percent(s.latency_session_spread)}"
+        )
     marks = format_html_join(
         "",
         ' <span class="chip {}" title="{}">{}</span>',

@@ -8,7 +8,8 @@ Three kinds of rule:
 
 - ``primary``: the primary metric, in its direction (what every board did before rules).
 - ``constrained``: the primary metric, ranking only entries within the budgets (latency at a
-  chosen percentile, a minimum metric, parameters, FLOPs, peak memory). The others are listed
+  chosen percentile, a minimum metric, parameters, FLOPs, peak memory, energy per sample). The
+  others are listed
   below the ranked ones with the reason.
 - ``composite``: a weighted sum over chosen measures of ``exp(2 · value / baseline value)``
   (the NTIRE efficient super-resolution score), relative to a chosen baseline submission of the
@@ -43,6 +44,7 @@ MEASURES = {
     "parameters": "parameters",
     "flops": "FLOPs",
     "peak_memory": "peak memory",
+    "energy": "energy per sample",
 }
 
 
@@ -57,6 +59,7 @@ class Measures:
     peak_memory_bytes: int | None = None
     device_class: str | None = None  # where it was timed; None: not recorded (older entries)
     flops_incomplete: str = ""  # why the FLOPs leave nodes out (evaluation.costs); "" complete
+    energy_per_sample_j: float | None = None  # the GPU's, where its energy counter exists
 
     def value(self, measure: str, percentile: str) -> float | None:
         """The measure, or None where it is missing; FLOPs that are a part count as missing."""
@@ -64,6 +67,8 @@ class Measures:
             return self.latencies_ms.get(percentile)
         if measure == "peak_memory":
             return _float(self.peak_memory_bytes)
+        if measure == "energy":
+            return self.energy_per_sample_j
         if measure == "flops" and self.flops_incomplete:
             return None
         return _float(getattr(self, measure))
@@ -85,6 +90,7 @@ class Rule:
     max_parameters: int | None = None
     max_flops: int | None = None
     max_peak_memory_bytes: int | None = None
+    max_energy_per_sample_j: float | None = None
     weights: Mapping[str, float] = field(default_factory=dict)
     baseline: Measures | None = None
 
@@ -94,9 +100,16 @@ class Rule:
 
     @property
     def uses_latency(self) -> bool:
+        """The rule looks at what the timing phase measured (latency, energy), which counts only
+        on the task's device class."""
         if self.kind == PRIMARY:
             return False
-        return self.latency_budget_ms is not None or bool(self.weights.get("latency"))
+        return (
+            self.latency_budget_ms is not None
+            or self.max_energy_per_sample_j is not None
+            or bool(self.weights.get("latency"))
+            or bool(self.weights.get("energy"))
+        )
 
 
 @dataclass(frozen=True)
@@ -120,6 +133,7 @@ def rule_errors(rule: Rule) -> list[str]:
         rule.max_parameters,
         rule.max_flops,
         rule.max_peak_memory_bytes,
+        rule.max_energy_per_sample_j,
     ]
     if rule.kind == PRIMARY and any(b is not None for b in budgets):
         errors.append("Budgets apply to the constrained and composite rules; clear them first.")
@@ -178,6 +192,15 @@ def _budget_reasons(rule: Rule, m: Measures) -> list[str]:
             reasons.append(f"{name} not measured")
         elif value > budget:
             reasons.append(f"{name} {value:,} over the budget of {budget:,}")
+    energy, energy_budget = m.energy_per_sample_j, rule.max_energy_per_sample_j
+    if energy_budget is not None:
+        if energy is None:
+            reasons.append("energy per sample not measured")
+        elif energy > energy_budget:
+            reasons.append(
+                f"energy per sample {_number(energy)} J is over the {_number(energy_budget)} J "
+                "budget"
+            )
     return reasons
 
 
@@ -283,4 +306,6 @@ def _budget_sentence(rule: Rule) -> str:
     ):
         if budget is not None:
             parts.append(f"{name} ≤ {budget:,}")
+    if rule.max_energy_per_sample_j is not None:
+        parts.append(f"energy per sample ≤ {_number(rule.max_energy_per_sample_j)} J")
     return ", ".join(parts) or "no budget"

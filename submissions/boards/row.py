@@ -248,6 +248,10 @@ COLUMNS: tuple[Column, ...] = (
     _stored("latency_mean_ms", float, null=True),
     _stored("latency_spread", float, null=True),
     _stored("latency_unstable", bool, csv=_yes),
+    _stored("latency_sessions", int, null=True),
+    _stored("latency_session_spread", float, null=True),
+    _stored("energy_per_sample_j", float, null=True),
+    _stored("average_power_w", float, null=True),
     _stored(
         "timing_exclusive",
         bool,

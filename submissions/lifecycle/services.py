@@ -223,18 +223,27 @@ class _PlannedJob:
     job_timeout: int
 
 
-def job_timeout_s(*, time_limit_s: int, timing: TimingProtocol) -> int:
+def job_timeout_s(*, time_limit_s: int, timing: TimingProtocol, sessions: int = 1) -> int:
     """The rq timeout of an evaluation: the sum of the bounds of its phases, so that rq only
     ever ends a job that overran one of them. Session creation and scoring are bounded by
     the task's time limit each, and scoring gives way to other workers' timings for at most the
     limit again (evaluation/runner.py, GiveWay); then the wait for the device's timing lock and
-    the timing itself (the task's protocol); then the margin for loading and saving."""
+    the timing itself (the task's protocol); then the margin for loading and saving. Each
+    further timing session (``DeviceClass.timing_sessions``) creates a session and runs one
+    batch (the limit each) before its own lock wait and timing. A worker asked to stop skips
+    the sessions it has not started (workers/jobs.py), so its grace period need only cover the
+    first."""
     timing_s = timing.lock_wait_s + timing.max_time_s
-    return math.ceil(3 * time_limit_s + timing_s) + JOB_TIMEOUT_MARGIN_S
+    further_s = (sessions - 1) * (2 * time_limit_s + timing_s)
+    return math.ceil(3 * time_limit_s + timing_s + further_s) + JOB_TIMEOUT_MARGIN_S
 
 
 def _planned_job(task: Task, job_id: str) -> _PlannedJob:
-    timeout = job_timeout_s(time_limit_s=task.time_limit_s, timing=task.timing_protocol())
+    timeout = job_timeout_s(
+        time_limit_s=task.time_limit_s,
+        timing=task.timing_protocol(),
+        sessions=task.device_class.timing_sessions,
+    )
     return _PlannedJob(job_id, task.device_class_slug, timeout)
 
 
@@ -367,6 +376,10 @@ def _success_values(result: EvalResult, dataset_version_id: int | None) -> dict[
         "latency_mean_ms": result.latency_mean_ms,
         "latency_spread": result.latency_spread,
         "latency_unstable": result.latency_unstable,
+        "latency_sessions": result.latency_sessions,
+        "latency_session_spread": result.latency_session_spread,
+        "energy_per_sample_j": result.energy_per_sample_j,
+        "average_power_w": result.average_power_w,
         "timing_exclusive": result.timing_exclusive,
         "timing": result.timing,
         "throughput": result.throughput,
@@ -573,6 +586,10 @@ RESULT_RESET: dict[str, Any] = dict(
     latency_mean_ms=None,
     latency_spread=None,
     latency_unstable=False,
+    latency_sessions=None,
+    latency_session_spread=None,
+    energy_per_sample_j=None,
+    average_power_w=None,
     timing_exclusive=None,
     timing={},
     throughput=None,

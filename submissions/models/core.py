@@ -6,7 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
@@ -60,6 +60,13 @@ class DeviceClass(models.Model):
         blank=True,
         help_text="CUDA workers whose GPU name contains this text (any case) serve this class, "
         "e.g. 'A40'. Empty: only workers started with EVAL_DEVICE_CLASSES naming it.",
+    )
+    timing_sessions = models.PositiveSmallIntegerField(
+        default=3,
+        validators=[MinValueValidator(1), MaxValueValidator(9)],
+        help_text="Fresh sessions (each in its own process, with its own warm-up) each model is "
+        "timed in; its latency is the median of theirs. A GPU's algorithm choices differ "
+        "between sessions; a CPU's timing does not need more than one.",
     )
 
     class Meta:
@@ -425,6 +432,23 @@ class Submission(models.Model):
         null=True, blank=True, help_text="Relative IQR of the timing passes' medians (0.02 = 2 %)."
     )
     latency_unstable = models.BooleanField(default=False)
+    latency_sessions = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Fresh sessions timed; the latencies are their medians."
+    )
+    latency_session_spread = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="(max - min) / median of the sessions' p50s (0.02 = 2 %); empty for one.",
+    )
+    energy_per_sample_j = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="The GPU's energy over the timed passes per sample, idle power included "
+        "(NVML's energy counter); empty where the device has none.",
+    )
+    average_power_w = models.FloatField(
+        null=True, blank=True, help_text="The GPU's average power over the timed passes."
+    )
     timing_exclusive = models.BooleanField(
         null=True, blank=True, help_text="Timed holding the device's lock (False: without)."
     )

@@ -54,12 +54,18 @@ class RankingRule(models.Model):
     max_parameters = models.PositiveBigIntegerField(null=True, blank=True)
     max_flops = models.PositiveBigIntegerField(null=True, blank=True)
     max_peak_memory_bytes = models.PositiveBigIntegerField(null=True, blank=True)
+    max_energy_per_sample_j = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Joules per sample, from a GPU's energy counter; entries without it are not "
+        "ranked.",
+    )
     weights = models.JSONField(
         default=dict,
         blank=True,
         validators=[validate_weights],
         help_text='Composite only: {"latency": 0.7, "flops": 0.15, "parameters": 0.15}; '
-        "measures: score, latency, parameters, flops, peak_memory. Each term is "
+        "measures: score, latency, parameters, flops, peak_memory, energy. Each term is "
         "weight · exp(2 · value / baseline value) (baseline / value for a higher-is-better "
         "score); lower totals rank first.",
     )
@@ -107,6 +113,7 @@ class RankingRule(models.Model):
             max_parameters=self.max_parameters,
             max_flops=self.max_flops,
             max_peak_memory_bytes=self.max_peak_memory_bytes,
+            max_energy_per_sample_j=self.max_energy_per_sample_j,
             weights=dict(self.weights or {}),
         )
 
@@ -122,6 +129,7 @@ def submission_measures(s: Submission, board: str) -> ranking.Measures:
         peak_memory_bytes=s.peak_memory_bytes,
         device_class=conditions.get("device_class") or None,
         flops_incomplete=s.costs_incomplete_reason,
+        energy_per_sample_j=s.energy_per_sample_j,
     )
 
 

@@ -19,3 +19,6 @@ register.filter("mib", mib_text)  # a model's size, in the unit of the task's li
 register.filter("throughput", formats.throughput)
 register.filter("metric_label", formats.metric_label)
 register.filter("duration", formats.duration)
+register.filter("energy", formats.energy)
+register.filter("power", formats.power)
+register.filter("percent", formats.percent)

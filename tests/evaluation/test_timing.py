@@ -17,7 +17,13 @@ import numpy as np
 import pytest
 
 from evaluation.runner import Dataset, DeviceConfig, evaluate
-from evaluation.timing import TimingHooks, TimingProtocol, measure, relative_iqr
+from evaluation.timing import (
+    TimingHooks,
+    TimingProtocol,
+    combine_sessions,
+    measure,
+    relative_iqr,
+)
 from tests.builders import DIGITS_SPEC, digits_like, linear_classifier
 
 
@@ -286,3 +292,38 @@ def test_scoring_gives_way_for_at_most_the_tasks_time_limit_in_all() -> None:
     assert gate.limits == pytest.approx([1.0, 0.6, 0.2], abs=0.05)  # then it scores on
     assert result.timing["scoring_wait_s"] == pytest.approx(1.0)
     assert gate.checks == 3  # not asked again once the budget is spent
+
+
+def _session(p50_s: float, spread: float = 0.0) -> Any:
+    """A session's timing from a steady clock: every batch takes ``p50_s``, one pass
+    ``spread`` slower than the others."""
+    protocol = TimingProtocol(min_time_s=0, min_batches=5, passes=5)
+    times = iter([p50_s] * 4 + [p50_s * (1 + spread)] * 1)
+    durations = {"now": 0.0}
+
+    def run() -> float:
+        return next(times, p50_s)
+
+    def clock() -> float:
+        durations["now"] += 1.0
+        return durations["now"]
+
+    return measure(run, protocol, clock=clock)
+
+
+def test_several_sessions_give_their_median_and_are_unstable_when_they_disagree() -> None:
+    steady = combine_sessions([_session(1e-3), _session(1.02e-3), _session(0.99e-3)])
+    assert steady.p50_ms == pytest.approx(1.0) and steady.sessions == 3
+    assert steady.session_spread == pytest.approx(0.03)
+    assert not steady.unstable  # within the default 5 %
+
+    apart = combine_sessions([_session(1e-3), _session(1.25e-3), _session(1.2e-3)])
+    assert apart.p50_ms == pytest.approx(1.2)
+    assert apart.session_spread == pytest.approx(0.25 / 1.2)
+    assert apart.unstable  # each session steady, the sessions 21 % apart
+    assert apart.batches == 15 and len(apart.session_p50s_ms) == 3
+
+
+def test_one_session_is_left_as_it_is() -> None:
+    one = _session(1e-3)
+    assert combine_sessions([one]) is one and one.sessions == 1 and one.session_spread is None

@@ -120,3 +120,25 @@ def test_unusable_rules_are_refused_with_what_to_change() -> None:
     )
     assert "Budgets apply" in rule_errors(Rule(latency_budget_ms=1.0))[0]
     assert "Unknown percentile 'p42'" in rule_errors(Rule(percentile="p42"))[0]
+
+
+def test_energy_per_sample_is_a_budget_and_a_composite_term_like_latency() -> None:
+    frugal = Measures(0.90, {"p50": 5.0}, energy_per_sample_j=0.010)
+    hungry = Measures(0.95, {"p50": 4.0}, energy_per_sample_j=0.040)
+    unmeasured = Measures(0.99, {"p50": 3.0})  # a GPU without the counter, or a CPU
+    budget = Rule(kind=ranking.CONSTRAINED, max_energy_per_sample_j=0.02)
+    assert order(budget, frugal=frugal, hungry=hungry, none=unmeasured) == [
+        ("frugal", True),
+        ("none", False),
+        ("hungry", False),
+    ]
+    assert judge(budget, hungry).reason == "energy per sample 0.04 J is over the 0.02 J budget"
+    assert judge(budget, unmeasured).reason == "energy per sample not measured"
+    assert "energy per sample ≤ 0.02 J" in ranking.describe(budget)
+
+    energy = Rule(kind=ranking.COMPOSITE, weights={"energy": 1.0}, baseline=frugal)
+    assert judge(energy, hungry).value == pytest.approx(math.exp(2 * 4.0))
+    assert judge(energy, frugal).rank_key < judge(energy, hungry).rank_key
+    elsewhere = Measures(0.9, {"p50": 5.0}, device_class="a40", energy_per_sample_j=0.01)
+    on_h200 = Rule(kind=ranking.CONSTRAINED, device_class="h200", max_energy_per_sample_j=1.0)
+    assert not judge(on_h200, elsewhere).ranked  # measured on another device class

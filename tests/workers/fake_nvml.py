@@ -7,6 +7,7 @@ under test classifies exactly what a real driver would raise.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -31,6 +32,10 @@ class FakeGpu:
     sm_clock_mhz: int = 1740
     memory_clock_mhz: int = 7251
     processes: list[tuple[int, int | None]] = field(default_factory=lambda: [(4242, 6 * GIB)])
+    # The energy counter: this many millijoules when made, growing at ``power_mw`` as time
+    # passes, as a real counter does (None: a GPU before Volta, which has none).
+    energy_mj: int | None = 5_000_000
+    made_at: float = field(default_factory=time.monotonic)
     # NVML function name → return code to raise instead of answering
     errors: dict[str, int] = field(default_factory=dict)
 
@@ -90,6 +95,12 @@ class FakeNvml:
 
     def nvmlDeviceGetPowerUsage(self, gpu: FakeGpu) -> int:
         return self._answer(gpu, "nvmlDeviceGetPowerUsage", gpu.power_mw)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, gpu: FakeGpu) -> int:
+        if gpu.energy_mj is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        spent = gpu.power_mw * (time.monotonic() - gpu.made_at)  # mW x s = mJ
+        return self._answer(gpu, "nvmlDeviceGetTotalEnergyConsumption", gpu.energy_mj + int(spent))
 
     def nvmlDeviceGetEnforcedPowerLimit(self, gpu: FakeGpu) -> int:
         return self._answer(gpu, "nvmlDeviceGetEnforcedPowerLimit", gpu.power_limit_mw)

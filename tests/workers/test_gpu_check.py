@@ -8,6 +8,7 @@ host where ``gpu_mem_limit`` does not apply (here: CPU fallback) fails it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from io import StringIO
 from typing import Any
 
@@ -18,11 +19,21 @@ from django.core.management import CommandError, call_command
 
 from evaluation.runner import CPU, DeviceConfig
 from tests.workers.fake_nvml import install
-from workers.gpu_acceptance import FAIL, big_model, memory_limit_check, sandbox_check
+from workers.gpu_acceptance import (
+    FAIL,
+    PASS,
+    SKIP,
+    big_model,
+    energy_check,
+    memory_limit_check,
+    sandbox_check,
+    session_timings,
+    sessions_check,
+)
 
 CHECKS = [
     "nvml", "cuda", "outputs digits", "outputs depth-448", "overhead digits",
-    "overhead depth-448", "gpu_mem_limit", "sandbox",
+    "overhead depth-448", "gpu_mem_limit", "sandbox", "sessions depth-448", "energy",
 ]  # fmt: skip
 
 
@@ -53,7 +64,7 @@ def test_without_a_gpu_every_check_is_skipped_with_the_reason_and_it_exits_0() -
     for status, detail in found.values():
         assert status == "skip"
         assert detail == "no GPU: no NVIDIA driver on this host (libnvidia-ml not found)"
-    assert output.rstrip().endswith("0 passed, 8 skipped (" + ", ".join(CHECKS) + ").")
+    assert output.rstrip().endswith("0 passed, 10 skipped (" + ", ".join(CHECKS) + ").")
 
 
 def test_without_a_gpu_but_required_it_fails() -> None:
@@ -105,3 +116,29 @@ def test_a_model_process_that_does_not_run_on_cuda_fails_the_sandbox_check() -> 
     check = sandbox_check(digits, DeviceConfig(use_cuda=True, intra_op_threads=1))
 
     assert check == type(check)("sandbox", FAIL, "the model process ran on CPUExecutionProvider")
+
+
+@pytest.mark.slow
+def test_the_sessions_check_times_fresh_model_processes_and_holds_their_spread_to_5_percent() -> (
+    None
+):
+    from workers.runner_overhead import workloads
+
+    digits, _ = workloads()
+    # The worker's model processes, on the CPU here; on a GPU host the same code runs on CUDA.
+    timings = session_timings(digits, DeviceConfig(intra_op_threads=1), sessions=3)
+    assert len(timings) == 3 and all(t.p50_ms > 0 for t in timings)
+    steady = [replace(timings[0], p50_ms=p) for p in (0.145, 0.147, 0.149)]
+    assert sessions_check("depth-448", steady).status == PASS
+    apart = [replace(timings[0], p50_ms=p) for p in (0.145, 0.188, 0.181)]
+    check = sessions_check("depth-448", apart)
+    assert check.status == FAIL
+    assert check.detail == (
+        "p50 of 3 sessions 145 µs, 188 µs, 181 µs: they differ by 23.8 % (limit 5.0 %)"
+    )
+    # No GPU, no energy counter: skipped with the reason; with one, each session's figure.
+    assert energy_check(timings, 32).status == SKIP
+    measured = [replace(t, energy_per_batch_j=0.0128, average_power_w=182.0) for t in timings]
+    assert energy_check(measured, 32) == type(check)(
+        "energy", PASS, "400 µJ, 400 µJ, 400 µJ per sample; average power 182 W, 182 W, 182 W"
+    )

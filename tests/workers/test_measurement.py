@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,9 +17,11 @@ import pytest
 from django.test import Client
 from onnx import TensorProto, helper, numpy_helper
 
-from evaluation.runner import DeviceConfig
+from evaluation.gpu import gpu_device_use
+from evaluation.runner import DeviceConfig, create_session, time_model
+from evaluation.timing import TimingProtocol
 from submissions.models import Submission
-from tests.builders import finish
+from tests.builders import DIGITS_SPEC, finish
 from tests.workers import fake_nvml
 from tests.workers.fake_nvml import GIB, FakeGpu, FakeNvml
 from tests.workers.fleet_support import fast_model, submit
@@ -119,8 +122,9 @@ def test_on_gpu_the_peak_is_the_largest_device_memory_nvml_reports_for_the_model
         "memory_clock_mhz": 7251,
         "temperature_c": 71,
         "power_w": 182.0,
+        "energy_mj": start["energy_mj"],
     }
-    assert end["temperature_c"] == 71
+    assert end["temperature_c"] == 71 and end["energy_mj"] >= start["energy_mj"] > 5_000_000
     assert hooks.facts == {
         "gpu_name": "NVIDIA A40",
         "gpu_uuid": A40.uuid,
@@ -130,6 +134,56 @@ def test_on_gpu_the_peak_is_the_largest_device_memory_nvml_reports_for_the_model
     }
     assert measured.lock_key == f"eval:timing-lock:gpu:{A40.uuid}"
     assert fake.shutdowns == 3  # every NVML session closed
+
+
+def test_on_gpu_the_energy_of_the_timed_passes_comes_from_the_counter_read_at_their_ends(
+    monkeypatch: Any, settings: Any
+) -> None:
+    """The counter's difference over the timed passes, per batch and as average power: a
+    device drawing 182 W throughout reads 182 W, whatever the model; a GPU without the
+    counter leaves both empty."""
+    settings.EVAL_GPU_UUID = ""
+    fake_nvml.install(monkeypatch, FakeNvml(FakeGpu(power_mw=182_000)))
+    measured = Measurement(cuda_device(), lock_wait_s=1)
+    spec = replace(DIGITS_SPEC, timing=TimingProtocol(min_time_s=0.3, passes=3))
+    session = create_session(fast_model(), DeviceConfig())
+    batch = np.zeros((spec.batch_size, 1, 8, 8), np.float32)
+
+    timing = time_model(session, batch, spec, DeviceConfig(), measured.hooks())
+
+    assert timing.average_power_w == pytest.approx(182.0, rel=0.02)
+    assert timing.energy_per_batch_j == pytest.approx(
+        182.0 * timing.duration_s / timing.batches, rel=0.02
+    )
+    fake_nvml.install(monkeypatch, FakeNvml(FakeGpu(energy_mj=None)))
+    before_volta = Measurement(cuda_device(), lock_wait_s=1)
+    timing = time_model(session, batch, spec, DeviceConfig(), before_volta.hooks())
+    assert timing.energy_per_batch_j is None and timing.average_power_w is None
+
+
+def test_in_a_pid_namespace_the_peak_is_what_the_device_gained_since_the_process_started(
+    monkeypatch: Any, settings: Any
+) -> None:
+    """NVML lists the model process under the host's PID, which this worker cannot match: the
+    device's used memory then tells, while the model process is the one compute process added."""
+    settings.EVAL_GPU_UUID = ""
+    gpu = FakeGpu(memory_used=1 * GIB, processes=[])
+    fake_nvml.install(monkeypatch, FakeNvml(gpu))
+    before = gpu_device_use(0, None)
+    assert before == {"device_memory_used_bytes": 1 * GIB, "compute_processes": 0}
+    gpu.processes = [(81234, 3 * GIB)]  # the host's PID, not the model process's own
+    gpu.memory_used = 4 * GIB + 7 * MIB
+    measured = Measurement(cuda_device(), lock_wait_s=1, pid=4321, device_before=before)
+
+    sample = measured.hooks().observe()
+
+    assert measured.peak_memory_bytes() == 3 * GIB + 7 * MIB
+    assert "device_memory_used_bytes" not in sample and "compute_processes" not in sample
+    gpu.processes = [(81234, 3 * GIB), (81299, 1 * GIB)]  # another worker's process came
+    gpu.memory_used = 6 * GIB
+    other = Measurement(cuda_device(), lock_wait_s=1, pid=4321, device_before=before)
+    other.hooks().observe()
+    assert other.peak_memory_bytes() is None  # its memory would be counted too: none
 
 
 def test_on_gpu_a_model_process_nvml_does_not_list_has_no_peak_rather_than_a_wrong_one(
