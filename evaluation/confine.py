@@ -58,6 +58,11 @@ class Confinement:
     open_files: int = 1024
     file_size_bytes: int = 64 << 20
     network_namespace: bool = True
+    # A CUDA model process: the driver's initialisation (cuInit) fails with "OS call failed"
+    # unless it may create a unix socket (it looks for an MPS server) and write its own /proc
+    # directory (it names its threads there); benchmarks/cuda_confine_probe.py --bisect shows
+    # each on a GPU host.
+    cuda_driver: bool = False
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ def confine(c: Confinement) -> Protections:
     limits = _set_limits(c, missing)
     seccomp_lib = _seccomp_library(missing)  # loaded while its directory is still unrestricted
     landlock_abi = _landlock(c, _own_proc_directory(), missing)
-    seccomp = seccomp_lib is not None and _seccomp(seccomp_lib, missing)
+    seccomp = seccomp_lib is not None and _seccomp(seccomp_lib, c.cuda_driver, missing)
     return Protections(no_new_privs, seccomp, landlock_abi, netns, limits, tuple(missing))
 
 
@@ -144,12 +149,12 @@ print(json.dumps(confine(Confinement(**json.loads(sys.argv[1]))).as_dict()))
 """
 
 
-def probe(device_paths: tuple[str, ...] = ()) -> Protections:
+def probe(device_paths: tuple[str, ...] = (), cuda_driver: bool = False) -> Protections:
     """What confine() achieves on this host, learnt in a short-lived child: the caller stays free.
 
     Raises RuntimeError when the child fails."""
     with tempfile.TemporaryDirectory(prefix="confine-probe-") as scratch:
-        settings = Confinement(scratch, default_read_paths(), device_paths)
+        settings = Confinement(scratch, default_read_paths(), device_paths, cuda_driver=cuda_driver)
         root = str(Path(__file__).resolve().parent.parent)
         result = subprocess.run(
             [sys.executable, "-c", _PROBE, json.dumps(dataclasses.asdict(settings))],
@@ -257,7 +262,8 @@ def _landlock(c: Confinement, own_proc: str, missing: list[str]) -> int | None:
         return None
     devices = (*ALWAYS_DEVICES, *c.device_paths)
     try:
-        landlock.restrict_self(abi, (*c.read_paths, own_proc), (c.scratch,), devices)
+        own = (own_proc,) if c.cuda_driver else ()
+        landlock.restrict_self(abi, (*c.read_paths, own_proc), (c.scratch,), devices, own)
     except OSError as error:
         missing.append(f"Landlock: the ruleset was refused ({error})")
         return None
@@ -276,9 +282,9 @@ def _seccomp_library(missing: list[str]) -> ctypes.CDLL | None:
         return None
 
 
-def _seccomp(lib: ctypes.CDLL, missing: list[str]) -> bool:
+def _seccomp(lib: ctypes.CDLL, unix_sockets: bool, missing: list[str]) -> bool:
     try:
-        seccomp_filter.load(lib, os.getpid())
+        seccomp_filter.load(lib, os.getpid(), unix_sockets=unix_sockets)
     except OSError as error:
         missing.append(f"seccomp: the filter was refused ({error})")
         return False

@@ -72,14 +72,20 @@ def handled_fs(abi: int) -> int:
 
 
 def restrict_self(
-    abi: int, read_paths: Iterable[str], write_dirs: Iterable[str], devices: Iterable[str]
+    abi: int,
+    read_paths: Iterable[str],
+    write_dirs: Iterable[str],
+    devices: Iterable[str],
+    writable: Iterable[str] = (),
 ) -> None:
     """Confine the calling thread (and the threads it starts) for good; needs no_new_privs.
 
     Every filesystem right the ABI knows is handled, so whatever no rule grants is refused. On
     ABI 4 and later TCP bind and connect are handled with no rule (all refused); on ABI 6 and later
     abstract unix sockets and signals are scoped to this domain. Paths that do not exist, or that
-    this uid cannot reach, are skipped: a host without CUDA has no /usr/local/cuda."""
+    this uid cannot reach, are skipped: a host without CUDA has no /usr/local/cuda.
+    ``writable``: paths whose existing files may be written, nothing created or removed there
+    (a CUDA process's own /proc directory)."""
     fs = handled_fs(abi)
     attr = _RulesetAttr(fs, 0, 0)
     if abi >= 4:
@@ -93,7 +99,13 @@ def restrict_self(
         ctypes.c_uint32(0),
     )
     try:
-        for paths, rights in ((read_paths, READ_ONLY), (write_dirs, SCRATCH), (devices, DEVICE)):
+        rules = (
+            (read_paths, READ_ONLY),
+            (write_dirs, SCRATCH),
+            (devices, DEVICE),
+            (writable, READ_ONLY | WRITE_FILE | TRUNCATE),
+        )
+        for paths, rights in rules:
             for path in paths:
                 _allow(ruleset, path, rights & fs)
         _syscall(_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))

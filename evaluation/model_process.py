@@ -159,6 +159,7 @@ def _start(channel: Channel, start: Message, base_vm: int | None) -> Protections
                 (base_vm or _vm_size()) + _engine_bytes(threads) + int(added) if added else None
             ),
             network_namespace=bool(config.get("network_namespace", True)),
+            cuda_driver=bool(config["device"].get("use_cuda")),
         )
     )
     import numpy as np

@@ -24,6 +24,7 @@ _NE, _MASKED_EQ = 1, 7
 _CLONE_THREAD = 0x00010000
 # Namespace flags clone() accepts (CLONE_NEWTIME's bit is the exit signal's there).
 _CLONE_NAMESPACES = (0x20000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 1 << 30)
+_AF_UNIX = 1
 _TTY_INJECTION = (0x5412, 0x541C)  # TIOCSTI, TIOCLINUX: type into the worker's terminal
 
 DENIED = (
@@ -82,22 +83,24 @@ def errno_action(code: int) -> int:
     return 0x00050000 | code
 
 
-def load(lib: ctypes.CDLL, own_pid: int) -> None:
+def load(lib: ctypes.CDLL, own_pid: int, *, unix_sockets: bool = False) -> None:
     """Install the filter on the calling thread (and the threads it starts), for good.
 
-    Signals may go to `own_pid` only. Raises OSError when the kernel refuses the filter."""
+    Signals may go to `own_pid` only. ``unix_sockets``: socket() is allowed for AF_UNIX (the
+    CUDA driver's initialisation makes one), which can then connect, bind or send to nobody.
+    Raises OSError when the kernel refuses the filter."""
     ctx = lib.seccomp_init(_ALLOW)
     if not ctx:
         raise OSError(errno.ENOMEM, "seccomp_init failed")
     try:
         _check(lib.seccomp_attr_set(ctx, _ATTR_ACT_BADARCH, _KILL_PROCESS), "badarch")
-        _add_rules(lib, ctx, own_pid)
+        _add_rules(lib, ctx, own_pid, unix_sockets)
         _check(lib.seccomp_load(ctx), "seccomp_load")
     finally:
         lib.seccomp_release(ctx)
 
 
-def _add_rules(lib: ctypes.CDLL, ctx: int, own_pid: int) -> None:
+def _add_rules(lib: ctypes.CDLL, ctx: int, own_pid: int, unix_sockets: bool = False) -> None:
     def deny(name: str, *cmp: tuple[int, int, int, int], code: int = errno.EPERM) -> None:
         number = lib.seccomp_syscall_resolve_name(name.encode())
         if number == -1:  # a name this libseccomp does not know: an older kernel's, nothing to do
@@ -106,7 +109,20 @@ def _add_rules(lib: ctypes.CDLL, ctx: int, own_pid: int) -> None:
         _check(lib.seccomp_rule_add_array(ctx, errno_action(code), number, len(cmp), args), name)
 
     for name in DENIED:
-        deny(name)
+        if name == "socket" and unix_sockets:
+            deny(name, (0, _NE, _AF_UNIX, 0))
+        else:
+            deny(name)
+    if unix_sockets:
+        # A unix socket reaches only what it is connected to, and Landlock does not govern
+        # connecting to a named one (a database's socket on this host): no connect, answered as
+        # if the socket file did not exist (what the CUDA driver meets without an MPS server),
+        # no bind, and no datagram to an address.
+        deny("connect", code=errno.ENOENT)
+        deny("bind")
+        deny("sendto", (4, _NE, 0, 0))
+        deny("sendmsg")
+        deny("sendmmsg")
     # glibc falls back to clone() when clone3 says it does not exist; clone3's flags sit in
     # memory, out of a filter's reach, while clone's are an argument.
     deny("clone3", code=errno.ENOSYS)

@@ -154,11 +154,12 @@ def session_timings(work: Workload, cuda: DeviceConfig, sessions: int = SESSIONS
     for _ in range(sessions):
         process = sandboxing.model_process(cuda)
         try:
-            timings.append(
-                process.evaluate(work.model, batch, work.spec, cuda, hooks=hooks).run.timing
-            )
+            run = process.evaluate(work.model, batch, work.spec, cuda, hooks=hooks).run
         finally:
             process.stop()
+        if cuda.use_cuda and run.provider != CUDA:  # a CPU's spread says nothing of the GPU's
+            raise EvaluationError(f"the model process ran on {run.provider}")
+        timings.append(run.timing)
     return timings
 
 

@@ -225,7 +225,7 @@ def protections_check(device: DeviceConfig) -> tuple[Protections | None, str | N
     if unknown:
         return None, f"EVAL_SANDBOX_REQUIRE names unknown protections: {', '.join(unknown)}"
     try:
-        protections = probe(device_paths(device))
+        protections = probe(device_paths(device), cuda_driver=device.use_cuda)
     except Exception as exc:
         log.exception("the model process's protections could not be probed")
         if settings.EVAL_SANDBOX_REQUIRE:

@@ -134,6 +134,75 @@ def test_no_socket_of_any_family_can_be_made(scratch: Path, family: str) -> None
     assert refused_by_confinement(scratch, attack).startswith("PermissionError")
 
 
+@pytest.mark.parametrize("family", ["AF_INET", "AF_INET6", "AF_NETLINK", "AF_PACKET"])
+def test_a_cuda_process_may_make_a_unix_socket_and_no_other(scratch: Path, family: str) -> None:
+    """The CUDA driver's initialisation needs a unix socket (it looks for an MPS server)."""
+    unix = verdict(scratch, "import socket; return socket.socket(socket.AF_UNIX)", cuda_driver=True)
+    assert not unix["refused"], unix.get("error")
+    attack = f"import socket; return socket.socket(socket.{family}, socket.SOCK_DGRAM)"
+    error = refused_by_confinement(scratch, attack, cuda_driver=True)
+    assert error.startswith("PermissionError")
+
+
+def test_a_cuda_process_still_cannot_reach_a_named_unix_socket(scratch: Path) -> None:
+    """Landlock does not govern connecting to a named unix socket: the filter refuses to."""
+    listening = socket.socket(socket.AF_UNIX)
+    path = str(scratch.parent / "listening.sock")
+    listening.bind(path)
+    listening.listen()
+    try:
+        for attack in (
+            f"import socket; return socket.socket(socket.AF_UNIX).connect({path!r})",
+            f"import socket; return socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)"
+            f".sendto(b'x', {path!r})",
+            "import socket; return socket.socket(socket.AF_UNIX).bind('\\0abstract')",
+        ):
+            error = refused_by_confinement(scratch, attack, cuda_driver=True)
+            assert error.startswith(("FileNotFoundError", "PermissionError")), error
+    finally:
+        listening.close()
+
+
+def test_a_cuda_process_still_cannot_reach_the_postgresql_unix_socket(scratch: Path) -> None:
+    path = "/var/run/postgresql/.s.PGSQL.5432"
+    if not os.path.exists(path):
+        pytest.skip(f"no {path} on this host")
+    attack = f"""
+        import socket
+        s = socket.socket(socket.AF_UNIX)
+        return s.connect({path!r})
+    """
+    error = refused_by_confinement(scratch, attack, cuda_driver=True)
+    assert error.startswith("FileNotFoundError")  # as if there were no socket
+
+
+def test_a_cuda_process_may_name_its_threads_and_write_nothing_else_in_proc(
+    scratch: Path,
+) -> None:
+    """The CUDA driver names its threads through /proc/self/task/<tid>/comm."""
+    attack = """
+        import threading
+        done = []
+        def name_me():
+            tid = threading.get_native_id()
+            try:
+                with open(f"/proc/self/task/{tid}/comm", "w") as comm:
+                    comm.write("cuda-EvtHandlr")
+                done.append(open(f"/proc/self/task/{tid}/comm").read().strip())
+            except OSError as error:
+                done.append(error)
+        t = threading.Thread(target=name_me); t.start(); t.join()
+        if isinstance(done[0], OSError):
+            raise done[0]
+        return done
+    """
+    found = verdict(scratch, attack, cuda_driver=True)
+    assert found["result"] == "['cuda-EvtHandlr']", found.get("error")
+    assert refused_by_confinement(scratch, attack).startswith("PermissionError")  # not on CPU
+    parent = f"return open('/proc/{os.getpid()}/comm', 'w').write('x')"
+    assert refused_by_confinement(scratch, parent, cuda_driver=True).startswith("PermissionError")
+
+
 def test_the_network_namespace_is_a_new_one(scratch: Path) -> None:
     found = verdict(scratch, "return os.readlink('/proc/self/ns/net')")
     assert found["protections"]["network_namespace"]

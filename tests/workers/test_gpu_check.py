@@ -17,7 +17,7 @@ import onnxruntime as ort
 import pytest
 from django.core.management import CommandError, call_command
 
-from evaluation.runner import CPU, DeviceConfig
+from evaluation.runner import CPU, DeviceConfig, EvaluationError
 from tests.workers.fake_nvml import install
 from workers.gpu_acceptance import (
     FAIL,
@@ -142,3 +142,6 @@ def test_the_sessions_check_times_fresh_model_processes_and_holds_their_spread_t
     assert energy_check(measured, 32) == type(check)(
         "energy", PASS, "400 µJ, 400 µJ, 400 µJ per sample; average power 182 W, 182 W, 182 W"
     )
+    # CUDA asked for, the CPU what ran: no spread or energy of a GPU is claimed from it.
+    with pytest.raises(EvaluationError, match="the model process ran on CPUExecutionProvider"):
+        session_timings(digits, DeviceConfig(use_cuda=True, intra_op_threads=1), sessions=1)
