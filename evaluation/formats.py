@@ -101,7 +101,7 @@ def power(watts: float | None) -> str:
     return NONE if watts is None else f"{significant(watts, MEASURE_DIGITS)} W"
 
 
-def percent(fraction: float | None) -> str:
+def relative(fraction: float | None) -> str:
     """A difference as a share: "25.7 %"."""
     return NONE if fraction is None else f"{fraction * 100:.1f} %"
 

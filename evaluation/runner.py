@@ -675,6 +675,9 @@ def time_model(
             observe=hooks.observe,
             warm_up=lambda: executor.warm_up(batch, max(device.warmup_runs, 1)),
             run_group=timed,
+            # Further rounds stay within half the limit the phase runs under: the warm-up and
+            # the first round have the rest.
+            rounds_within_s=spec.time_limit_s / 2,
         )
     except ONNXRUNTIME_ERRORS as exc:
         raise executor.model_error(exc) from exc

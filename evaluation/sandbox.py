@@ -412,7 +412,7 @@ def _timing(fields: dict[str, Any]) -> Timing:
     timing = Timing(**fields)
     for name in ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "spread", "duration_s"):
         _number(getattr(timing, name))
-    for name in ("energy_per_batch_j", "average_power_w"):
+    for name in ("energy_per_batch_j", "average_power_w", "precision"):
         if getattr(timing, name) is not None:
             _number(getattr(timing, name))
     timing.kept_batches_ms = [_number(v) for v in timing.kept_batches_ms]

@@ -7,10 +7,14 @@ conditions; tests hand in fakes for the first two through the same seams.
 The protocol, MLPerf-style: the timing phase runs at least ``min_time_s`` and at least
 ``min_batches`` batches in all (so a model that takes microseconds is timed over thousands of
 batches), never more than ``max_time_s`` (a slow model stops early, with at least one batch per
-pass), split evenly over ``passes`` passes. It reports percentiles and the mean over every timed
-batch, and the spread: the relative interquartile range of the pass medians. One slow batch moves
-the p99, not the pass medians; a stretch of interference that spans passes moves the spread, and
-a spread above ``unstable_spread`` marks the result unstable.
+pass), split evenly over ``passes`` passes. Then, while the p50's 95 % confidence interval (by
+order statistics) is wider than ``precision`` of it either side, it times another round of as
+many passes as long, until the cap: a steady model is done at the minimum, a noisy one is timed
+until its p50 is known (``precision`` 0: one round). It reports percentiles and the mean over
+every timed batch, the precision reached, and the spread: the relative interquartile range of
+the pass medians. One slow batch moves the p99, not the pass medians; a stretch of interference
+that spans passes moves the spread, and a spread above ``unstable_spread`` marks the result
+unstable.
 
 A batch shorter than ``GROUP_MIN_S`` (a model of microseconds) is timed in groups: the runner
 runs ``k`` batches back to back between two clock reads, ``k`` chosen so a group lasts at least
@@ -50,7 +54,7 @@ GROUP_PROBES = 5  # batches timed one by one to choose the group size
 class TimingProtocol:
     """How a task's models are timed. Every field may be set per task (Task.timing)."""
 
-    min_time_s: float = 1.0
+    min_time_s: float = 0.25
     min_batches: int = 64
     max_time_s: float = 10.0
     passes: int = 5
@@ -59,6 +63,9 @@ class TimingProtocol:
     # Where a device class times each model in several sessions (DeviceClass.timing_sessions):
     # a spread of the sessions' p50s above this marks the result unstable too.
     unstable_session_spread: float = 0.05
+    # Time further rounds of passes until the p50's 95 % confidence interval is within this
+    # share of it either side (0: one round).
+    precision: float = 0.01
 
     @classmethod
     def from_config(
@@ -88,6 +95,8 @@ class TimingProtocol:
             raise ValueError("timing max_time_s and unstable_spread must be positive")
         if self.unstable_session_spread <= 0:
             raise ValueError("timing unstable_session_spread must be positive")
+        if not 0 <= self.precision < 1:
+            raise ValueError("timing precision must be at least 0 and below 1")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,9 +104,15 @@ class TimingProtocol:
     def describe(self) -> str:
         """The protocol in words, from its own settings, so that what a task page promises is
         what ``time_passes`` does: the minimums are for the whole phase, split over the passes."""
+        until = (
+            f", repeated until the median's 95 % confidence interval is within "
+            f"±{self.precision * 100:g} % of it"
+            if self.precision
+            else ""
+        )
         return (
-            f"at least {self.min_time_s:g} s and {self.min_batches:,} batches in all (at most "
-            f"{self.max_time_s:g} s), split evenly over {self.passes} passes, after scoring; "
+            f"at least {self.min_time_s:g} s and {self.min_batches:,} batches in all, split evenly "
+            f"over {self.passes} passes{until} (at most {self.max_time_s:g} s), after scoring; "
             "latency per batch is the median of every timed batch; a spread of the pass medians "
             f"above {self.unstable_spread * 100:g} % is marked unstable"
         )
@@ -132,6 +147,9 @@ class Timing:
     # energy counter read by ``observe`` at their start and end; None where there is none.
     energy_per_batch_j: float | None = None
     average_power_w: float | None = None
+    # Half the width of the p50's 95 % confidence interval, relative to it (0.004 = ±0.4 %);
+    # None with too few samples to tell.
+    precision: float | None = None
 
     @property
     def batches(self) -> int:
@@ -159,6 +177,7 @@ class Timing:
             "session_spread": self.session_spread,
             "energy_per_batch_j": self.energy_per_batch_j,
             "average_power_w": self.average_power_w,
+            "precision": self.precision,
         }
 
 
@@ -223,6 +242,7 @@ def combine_sessions(timings: list[Timing]) -> Timing:
         session_spread=session_spread,
         energy_per_batch_j=_median([t.energy_per_batch_j for t in timings]),
         average_power_w=_median([t.average_power_w for t in timings]),
+        precision=_median([t.precision for t in timings]),
     )
 
 
@@ -248,14 +268,48 @@ def _one_pass(
             return times
 
 
+def median_precision(values: list[float] | np.ndarray) -> float | None:
+    """Half the width of the median's 95 % confidence interval by order statistics (the ranks
+    n/2 ± 1.96·√n/2), relative to the median; None below 10 values."""
+    n = len(values)
+    if n < 10:
+        return None
+    ordered = np.sort(np.asarray(values))
+    half = 1.96 * math.sqrt(n) / 2
+    low, high = (
+        ordered[max(0, math.floor(n / 2 - half))],
+        ordered[min(n - 1, math.ceil(n / 2 + half))],
+    )
+    median = float(np.median(ordered))
+    return float((high - low) / 2 / median) if median > 0 else None
+
+
 def time_passes(
-    run: RunBatch, protocol: TimingProtocol, clock: Clock = time.perf_counter, group: int = 1
+    run: RunBatch,
+    protocol: TimingProtocol,
+    clock: Clock = time.perf_counter,
+    group: int = 1,
+    rounds_within_s: float = math.inf,
 ) -> list[list[float]]:
-    """Seconds per batch of each sample (``run``: ``group`` batches), one list per pass."""
+    """Seconds per batch of each sample (``run``: ``group`` batches), one list per pass: one
+    round of ``passes`` passes, then more rounds while the p50 is less precise than the
+    protocol asks and another round fits under ``max_time_s`` and ``rounds_within_s``."""
     per_pass = math.ceil(protocol.min_batches / protocol.passes)
     min_s = protocol.min_time_s / protocol.passes
     max_s = protocol.max_time_s / protocol.passes
-    return [_one_pass(run, group, per_pass, min_s, max_s, clock) for _ in range(protocol.passes)]
+    start = clock()
+    passes = [_one_pass(run, group, per_pass, min_s, max_s, clock) for _ in range(protocol.passes)]
+    first_round = clock() - start
+    while protocol.precision > 0:
+        reached = median_precision(np.concatenate(passes))
+        if reached is not None and reached <= protocol.precision:
+            break
+        if clock() - start + first_round > min(protocol.max_time_s, rounds_within_s):
+            break
+        passes += [
+            _one_pass(run, group, per_pass, min_s, max_s, clock) for _ in range(protocol.passes)
+        ]
+    return passes
 
 
 def group_size(run_batch: RunBatch) -> int:
@@ -280,6 +334,7 @@ def summarise(
     stands for ``group`` batches."""
     ms = np.concatenate([np.asarray(p) for p in passes]) * 1000.0
     medians = [float(np.median(p)) * 1000.0 for p in passes]
+    extra.setdefault("precision", median_precision(ms))
     p50, p90, p95, p99 = (float(v) for v in np.percentile(ms, [50, 90, 95, 99]))
     spread = relative_iqr(medians)
     return Timing(
@@ -360,13 +415,15 @@ def measure(
     warm_up: Callable[[], None] = lambda: None,
     clock: Clock = time.perf_counter,
     run_group: RunGroup | None = None,
+    rounds_within_s: float = math.inf,
 ) -> Timing:
     """The timing phase: take the device's lock, warm up, time the passes, release.
 
     ``observe`` reads the conditions (clocks, temperature) at the start and the end of the timed
     passes, inside the lock, so they describe the device as it was while it was timed. With
     ``run_group``, batches shorter than ``GROUP_MIN_S`` are timed in groups (``group_size``).
-    """
+    ``rounds_within_s``: no further round of passes past this many seconds of them (a phase
+    bounded by a time limit of its own)."""
     asked = time.monotonic()
     with lock() as exclusive:
         waited = time.monotonic() - asked
@@ -376,7 +433,7 @@ def measure(
         before = observe()
         started = time.time()
         began = clock()
-        passes = time_passes(run, protocol, clock, group)
+        passes = time_passes(run, protocol, clock, group, rounds_within_s)
         duration = clock() - began
         finished = time.time()
         after = observe()

@@ -408,8 +408,11 @@ if any(not re.fullmatch(r"[-a-zA-Z0-9_]{1,32}", c) for c in EVAL_DEVICE_CLASSES)
 
 # --- Evaluation workers: the timing protocol (defaults; Task.timing overrides each) ---
 # The timing phase runs at least MIN_TIME_S and MIN_BATCHES in all, at most MAX_TIME_S, split over
-# PASSES passes; a relative IQR of the pass medians above UNSTABLE_SPREAD marks it unstable.
-EVAL_TIMING_MIN_TIME_S = env_float("EVAL_TIMING_MIN_TIME_S", 1.0, low=0.0, high=600.0)
+# PASSES passes, then more rounds of passes until the p50's 95 % confidence interval is within
+# PRECISION of it (0: one round); a relative IQR of the pass medians above UNSTABLE_SPREAD marks it
+# unstable.
+EVAL_TIMING_MIN_TIME_S = env_float("EVAL_TIMING_MIN_TIME_S", 0.25, low=0.0, high=600.0)
+EVAL_TIMING_PRECISION = env_float("EVAL_TIMING_PRECISION", 0.01, low=0.0, high=0.5)
 EVAL_TIMING_MIN_BATCHES = env_int("EVAL_TIMING_MIN_BATCHES", 64, minimum=1)
 EVAL_TIMING_MAX_TIME_S = env_float("EVAL_TIMING_MAX_TIME_S", 10.0, low=0.001, high=3600.0)
 EVAL_TIMING_PASSES = env_int("EVAL_TIMING_PASSES", 5, minimum=1)

@@ -169,7 +169,7 @@ def sessions_check(name: str, timings: list[Timing]) -> Check:
     detail = (
         f"p50 of {len(timings)} sessions "
         f"{', '.join(formats.latency(t.p50_ms) for t in timings)}: they differ by "
-        f"{formats.percent(spread)} (limit {formats.percent(MAX_SESSION_SPREAD)})"
+        f"{formats.relative(spread)} (limit {formats.relative(MAX_SESSION_SPREAD)})"
     )
     return Check(f"sessions {name}", PASS if spread <= MAX_SESSION_SPREAD else FAIL, detail)
 

@@ -189,7 +189,7 @@ class TaskAdmin(admin.ModelAdmin):
                 "fields": [
                     ("timing_min_time_s", "timing_min_batches", "timing_max_time_s"),
                     ("timing_passes", "timing_unstable_spread", "timing_lock_wait_s"),
-                    ("timing_unstable_session_spread",),
+                    ("timing_precision", "timing_unstable_session_spread"),
                 ],
                 "description": "How models are timed after scoring; a box left empty takes "
                 "the worker's EVAL_TIMING_* default, shown in it.",

@@ -146,6 +146,12 @@ TIMING_FIELDS = (
     ),
     ("lock_wait_s", "Lock wait (s)", "How long to wait for the device before timing shared."),
     (
+        "precision",
+        "Precision",
+        "More rounds of passes until the p50's 95 % confidence interval is within this share of "
+        "it (0.01: ±1 %; 0: one round).",
+    ),
+    (
         "unstable_session_spread",
         "Sessions unstable above",
         "Where the device class times in several sessions: (max - min) / median of their p50s "
@@ -225,7 +231,8 @@ class TaskAdminForm(forms.ModelForm):
     timing_passes = timing_field(*TIMING_FIELDS[3])
     timing_unstable_spread = timing_field(*TIMING_FIELDS[4])
     timing_lock_wait_s = timing_field(*TIMING_FIELDS[5])
-    timing_unstable_session_spread = timing_field(*TIMING_FIELDS[6])
+    timing_precision = timing_field(*TIMING_FIELDS[6])
+    timing_unstable_session_spread = timing_field(*TIMING_FIELDS[7])
     # A dataset uploaded with a form that failed elsewhere, kept in storage for the next try.
     dataset_pending = forms.CharField(required=False, widget=forms.HiddenInput)
 

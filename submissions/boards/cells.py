@@ -58,7 +58,7 @@ def latency_marks(s: Submission, rule: ranking.Rule) -> list[tuple[str, str, str
         if s.latency_session_spread is not None and s.latency_session_spread > (allowed or 0):
             what = (
                 f"the p50s of its {s.latency_sessions} timing sessions differ by "
-                f"{formats.percent(s.latency_session_spread)}"
+                f"{formats.relative(s.latency_session_spread)}"
             )
         else:
             what = f"the medians of its timing passes differ by {formats.spread(s.latency_spread)}"
@@ -155,7 +155,7 @@ def latency(value: float | None, at: PageRow) -> SafeString:
     if s.latency_sessions and s.latency_sessions > 1:
         others += (
             f" · the median of {s.latency_sessions} sessions, whose p50s differ by "
-            f"{formats.percent(s.latency_session_spread)}"
+            f"{formats.relative(s.latency_session_spread)}"
         )
     marks = format_html_join(
         "",

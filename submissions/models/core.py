@@ -28,6 +28,7 @@ def default_timing_protocol() -> TimingProtocol:
         passes=settings.EVAL_TIMING_PASSES,
         unstable_spread=settings.EVAL_TIMING_UNSTABLE_SPREAD,
         lock_wait_s=settings.EVAL_TIMING_LOCK_WAIT_S,
+        precision=settings.EVAL_TIMING_PRECISION,
     )
 
 
@@ -153,7 +154,8 @@ class Task(models.Model):
         blank=True,
         validators=[validate_timing_config],
         help_text='Timing protocol overrides, e.g. {"min_time_s": 2, "passes": 7}; keys: '
-        "min_time_s, min_batches, max_time_s, passes, unstable_spread, lock_wait_s. "
+        "min_time_s, min_batches, max_time_s, passes, unstable_spread, lock_wait_s, precision, "
+        "unstable_session_spread. "
         "Unset keys take the EVAL_TIMING_* defaults.",
     )
     is_hidden = models.BooleanField(default=False)

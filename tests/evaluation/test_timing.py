@@ -22,6 +22,7 @@ from evaluation.timing import (
     TimingProtocol,
     combine_sessions,
     measure,
+    median_precision,
     relative_iqr,
 )
 from tests.builders import DIGITS_SPEC, digits_like, linear_classifier
@@ -45,7 +46,8 @@ class FakeDevice:
         return seconds
 
 
-PROTOCOL = TimingProtocol(min_time_s=0.01, min_batches=64, max_time_s=1.0, passes=5)
+# One round of passes: these tests are about the passes (the rounds have tests of their own).
+PROTOCOL = TimingProtocol(min_time_s=0.01, min_batches=64, max_time_s=1.0, passes=5, precision=0)
 
 
 def test_a_tiny_model_is_timed_over_thousands_of_batches_to_meet_the_minimum_time() -> None:
@@ -327,3 +329,56 @@ def test_several_sessions_give_their_median_and_are_unstable_when_they_disagree(
 def test_one_session_is_left_as_it_is() -> None:
     one = _session(1e-3)
     assert combine_sessions([one]) is one and one.sessions == 1 and one.session_spread is None
+
+
+class _Device:
+    """A model on a fake clock: each run advances the clock by its own time, drawn from
+    ``times`` in turn."""
+
+    def __init__(self, times: list[float]) -> None:
+        self.now, self.times, self.runs = 0.0, times, 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def run(self) -> float:
+        took = self.times[self.runs % len(self.times)]
+        self.runs += 1
+        self.now += took
+        return took
+
+
+def test_a_steady_model_is_timed_one_round_and_a_noisy_one_until_its_p50_is_known() -> None:
+    protocol = TimingProtocol(min_time_s=0.1, min_batches=10, max_time_s=10.0, passes=5)
+    steady = _Device([1e-3, 1.002e-3, 0.998e-3])
+    timing = measure(steady.run, protocol, clock=steady.clock)
+    assert len(timing.pass_medians_ms) == 5  # one round
+    assert timing.precision is not None and timing.precision <= 0.01
+
+    rng = np.random.default_rng(0)
+    noisy = _Device(list(rng.lognormal(np.log(1e-3), 0.2, 10_000)))
+    timing = measure(noisy.run, protocol, clock=noisy.clock)
+    rounds = len(timing.pass_medians_ms) // 5
+    assert rounds > 1 and len(timing.pass_medians_ms) == 5 * rounds
+    assert timing.precision is not None and timing.precision <= 0.01
+    assert timing.duration_s < protocol.max_time_s
+
+
+def test_the_rounds_stop_at_the_cap_with_the_precision_reached_and_never_without_one() -> None:
+    rng = np.random.default_rng(1)
+    wild = _Device(list(rng.lognormal(np.log(1e-3), 2.0, 10_000)))
+    capped = TimingProtocol(min_time_s=0.1, min_batches=10, max_time_s=0.5, passes=5)
+    timing = measure(wild.run, capped, clock=wild.clock)
+    assert timing.duration_s <= capped.max_time_s * 1.2  # a round only starts if it fits
+    assert timing.precision is not None and timing.precision > 0.01  # stated, not met
+
+    one_round = replace(capped, precision=0.0)
+    again = _Device(list(rng.lognormal(np.log(1e-3), 2.0, 10_000)))
+    assert len(measure(again.run, one_round, clock=again.clock).pass_medians_ms) == 5
+
+
+def test_the_p50_precision_is_the_order_statistic_interval() -> None:
+    assert median_precision([1.0] * 9) is None  # too few to tell
+    assert median_precision([1.0] * 100) == 0.0
+    values = list(range(1, 101))  # 1..100: ranks 40 and 61 (0-based), median 50.5
+    assert median_precision(values) == pytest.approx((61 - 40) / 2 / 50.5, rel=0.05)
