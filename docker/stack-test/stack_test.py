@@ -31,6 +31,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +59,8 @@ class Failed(Exception):
     """A step failed; the message says why."""
 
 
-def run(*command: str, timeout: float = 1800, input: bytes | None = None) -> str:
-    done = subprocess.run(command, capture_output=True, timeout=timeout, input=input, check=False)
+def run(*command: str, timeout: float = 1800) -> str:
+    done = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
     if done.returncode != 0:
         tail = (done.stdout + done.stderr).decode(errors="replace").strip().splitlines()[-25:]
         raise Failed(f"`{' '.join(command)}` exited {done.returncode}:\n  " + "\n  ".join(tail))
@@ -158,6 +159,8 @@ class Stack:
         imported = subprocess.run(
             ["docker", "import", "-", BASE], stdin=tar.stdout, capture_output=True, check=False
         )
+        assert tar.stdout is not None
+        tar.stdout.close()
         tar.wait()
         if tar.returncode or imported.returncode:
             raise Failed(f"docker import: {imported.stderr.decode(errors='replace')}")
@@ -181,10 +184,10 @@ class Stack:
         }
         self.env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
 
-    def dc(self, *args: str, timeout: float = 1800, input: bytes | None = None) -> str:
+    def dc(self, *args: str, timeout: float = 1800) -> str:
         files = ["-f", str(ROOT / "docker-compose.yml"), "-f", str(HERE / "compose.override.yml")]
         base = [*self.compose, "--project-name", PROJECT, "--env-file", str(self.env_file)]
-        return run(*base, "--profile", "cpu", *files, *args, timeout=timeout, input=input)
+        return run(*base, "--profile", "cpu", *files, *args, timeout=timeout)
 
     # --- state ------------------------------------------------------------------------
 
@@ -201,11 +204,11 @@ class Stack:
     def wait_healthy(self) -> str:
         started = time.monotonic()
         for one_shot in ("createbucket", "migrate"):
-            state = wait_for(f"{one_shot} exits", lambda s=one_shot: self._exited(s), 300)
+            state = wait_for(f"{one_shot} exits", partial(self._exited, one_shot), 300)
             if state["ExitCode"] != 0:
                 raise Failed(f"{one_shot} exited {state['ExitCode']}: {self._logs(one_shot)}")
         for service in LONG_RUNNING:
-            wait_for(f"{service} healthy", lambda s=service: self._healthy(s), HEALTH_TIMEOUT_S)
+            wait_for(f"{service} healthy", partial(self._healthy, service), HEALTH_TIMEOUT_S)
         return f"{', '.join(LONG_RUNNING)} healthy after {time.monotonic() - started:.0f} s"
 
     def users(self) -> str:
@@ -236,8 +239,8 @@ class Stack:
             return self.dc("logs", "--no-color", "--tail", "20", service)
         return "(no logs)"
 
-    def manage(self, *args: str, input: bytes | None = None) -> str:
-        return self.dc("exec", "-T", "web", "python", "manage.py", *args, input=input)
+    def manage(self, *args: str) -> str:
+        return self.dc("exec", "-T", "web", "python", "manage.py", *args)
 
     def leftovers(self) -> list[str]:
         label = f"label=com.docker.compose.project={PROJECT}"
