@@ -9,7 +9,7 @@ PORT ?= 8000
 WORKERS ?= 2
 VAR_DIR ?= $(CURDIR)/var
 
-.PHONY: venv demo test browser lint typecheck bench bench-http chaos gpu-check stop clean
+.PHONY: venv demo test browser lint typecheck bench bench-http chaos gpu-check stack-test stop clean
 
 # The demo needs only the project's own dependencies; the development extras (test tools,
 # Playwright, linters, validators) come with the targets that use them.
@@ -84,6 +84,13 @@ chaos: venv
 gpu-check: venv
 	$(if $(REDIS_URL),,DEBUG=$${DEBUG:-1}) SECRET_KEY=$${SECRET_KEY:-insecure-gpu-check-only-key} \
 		$(BIN)/python manage.py gpu_check --require-gpu
+
+# The production stack, built and run on this machine (docs/operations.md, "The stack test"):
+# the images on a local Debian base, docker-compose.yml up with docker/stack-test's override, a
+# model uploaded and scored through it, restarts, then down. As root it installs Docker and
+# Compose from Debian when missing. Not part of `make test`; needs no venv.
+stack-test:
+	$(PYTHON) docker/stack-test/stack_test.py
 
 # Every process the demo or the tests of this checkout started, found by its pid file under var/
 # (the demo and the test session stop their own on exit; this is for one that was killed outright).

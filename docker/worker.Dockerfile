@@ -2,8 +2,11 @@
 # onnxruntime-gpu 1.31.1 (pinned in docker/constraints.txt) needs CUDA 13.x and cuDNN 9, so the
 # base is CUDA 13.0 with cuDNN 9 on Ubuntu 24.04 (Python 3.12). The host needs an NVIDIA driver
 # that supports CUDA 13 (580 or newer) and the NVIDIA Container Toolkit.
+# BASE_IMAGE may name the same base in another registry; without CUDA and cuDNN the build fails
+# (check-cuda-libs.py). Hosts without a GPU run the CPU worker: docker/web.Dockerfile, worker-cpu.
 # Build from the repository root: docker build -f docker/worker.Dockerfile -t onnx-portal-worker .
-FROM nvidia/cuda:13.0.1-cudnn-runtime-ubuntu24.04
+ARG BASE_IMAGE=nvidia/cuda:13.0.1-cudnn-runtime-ubuntu24.04
+FROM ${BASE_IMAGE}
 
 ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONDONTWRITEBYTECODE=1 \
@@ -24,8 +27,7 @@ COPY pyproject.toml docker/constraints.txt docker/install-deps.py docker/check-c
 # The build fails unless every CUDA and cuDNN library the pinned onnxruntime-gpu needs really
 # loads (check-cuda-libs.py; get_available_providers() lists CUDA even when they do not). A CUDA
 # session needs a GPU, so that part is proved at run time: the worker's self-test and gpu_check.
-RUN python /tmp/build/install-deps.py /tmp/build/pyproject.toml /tmp/build/requirements.txt \
-    && pip install --constraint /tmp/build/constraints.txt -r /tmp/build/requirements.txt \
+RUN python /tmp/build/install-deps.py /tmp/build/pyproject.toml /tmp/build/constraints.txt \
     && python /tmp/build/check-cuda-libs.py \
     && rm -rf /tmp/build
 

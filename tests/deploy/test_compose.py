@@ -160,7 +160,15 @@ def test_cpu_profile_runs_a_worker_without_any_gpu(services: dict[str, Any]) -> 
     assert worker["profiles"] == ["cpu"]
     assert "deploy" not in worker
     assert worker["environment"]["EVAL_DEVICE"] == "cpu"
-    assert worker["entrypoint"] == ["/app/docker/worker-entrypoint.sh"]
+    assert worker["build"] == {
+        "context": ".",
+        "dockerfile": "docker/web.Dockerfile",
+        "target": "worker-cpu",
+    }
+    dockerfile = (ROOT / "docker" / "web.Dockerfile").read_text()
+    stage = dockerfile.split("FROM base AS worker-cpu", 1)[1].split("\nFROM ", 1)[0]
+    assert 'ENTRYPOINT ["/app/docker/worker-entrypoint.sh"]' in stage
+    assert "worker-healthcheck.sh" in stage and re.search(r"^USER portal$", stage, re.M)
     for name in ("postgres", "redis", "minio", "createbucket", "migrate", "web"):
         assert "profiles" not in services[name], name  # the core starts under every profile
 
@@ -203,7 +211,9 @@ def test_env_example_lists_every_variable_the_code_and_compose_file_read() -> No
 def test_worker_image_runs_the_worker_class_as_non_root_on_a_matching_cuda_base() -> None:
     dockerfile = (ROOT / "docker" / "worker.Dockerfile").read_text()
     entrypoint = (ROOT / "docker" / "worker-entrypoint.sh").read_text()
-    base = re.search(r"^FROM nvidia/cuda:(\d+)\.\d+\.\d+-cudnn-runtime-ubuntu", dockerfile, re.M)
+    base = re.search(
+        r"^ARG BASE_IMAGE=nvidia/cuda:(\d+)\.\d+\.\d+-cudnn-runtime-ubuntu", dockerfile, re.M
+    )
     assert base, "the worker image must start from an NVIDIA CUDA + cuDNN runtime image"
     assert "--worker-class workers.worker.EvaluationWorker" in entrypoint
     assert "rqworker evaluation" in entrypoint
@@ -243,7 +253,9 @@ def test_worker_image_build_loads_the_cuda_libraries_onnxruntime_needs() -> None
 
 def test_web_image_serves_with_gunicorn_as_non_root_with_a_healthcheck() -> None:
     dockerfile = (ROOT / "docker" / "web.Dockerfile").read_text()
-    assert re.search(r"^FROM python:3\.\d+-slim", dockerfile, re.M)
+    assert re.search(r"^ARG BASE_IMAGE=debian:bookworm", dockerfile, re.M)
+    assert re.search(r"^FROM \$\{BASE_IMAGE\} AS base$", dockerfile, re.M)
+    assert dockerfile.rstrip().split("\nFROM ")[-1].startswith("base AS web\n")  # the default
     assert re.search(r"^USER portal$", dockerfile, re.M)
     assert "collectstatic --noinput" in dockerfile
     assert "STATICFILES_MANIFEST=1" in dockerfile
