@@ -9,10 +9,11 @@ EVAL_GPU_MEMORY_FRACTION). Each check passes, fails, or is skipped with the reas
   ``|cuda - cpu| <= ATOL + RTOL * |cpu|`` (cuDNN's algorithm choice allowed for; TF32 is not:
   the workers turn it off, EVAL_CUDA_TF32, and with it on the digits outputs failed this check
   on an H200, docs/benchmarks.md), and the scores agree within SCORE_TOLERANCE (relative);
-- ``overhead <task>``: the runner's loop against a bare IOBinding loop on the same session,
-  at most MAX_OVERHEAD (workers/runner_overhead.py measures it);
-- ``gpu_mem_limit``: a model needing more than its share fails with the out-of-memory message,
-  while another process on the same GPU, as a second worker, keeps evaluating;
+- ``overhead <task>``: the runner's loop against a bare IOBinding loop on the same session, on
+  CUDA, at most MAX_OVERHEAD (workers/runner_overhead.py measures it);
+- ``gpu_mem_limit``: a model needing more than the worker's share (its gpu_mem_limit) fails with
+  the out-of-memory message naming that share, while another process on the same GPU, as a
+  second worker evaluating from before until after, keeps evaluating on CUDA;
 - ``sandbox``: the digits model in a confined model process (docs/security.md), as a worker runs
   it, on CUDA with the predictions of a session made here; the detail lists its protections.
 - ``sessions depth-448``: the depth conv model timed in SESSIONS fresh model processes, as a
@@ -110,6 +111,8 @@ def outputs_check(name: str, work: Workload, cuda: DeviceConfig) -> Check:
 
 def overhead_check(name: str, work: Workload, cuda: DeviceConfig, budget_s: float) -> Check:
     row = measure(work, cuda, budget_s)
+    if row["provider"] != CUDA:  # a CPU's overhead says nothing of the GPU's
+        return Check(f"overhead {name}", FAIL, f"the session ran on {row['provider']}")
     ratio = float(row["ratio"])  # type: ignore[arg-type]
     detail = (
         f"runner {row['runner_ms']:.2f} ms / bare IOBinding loop {row['bare_ms']:.2f} ms = "
@@ -200,10 +203,13 @@ def big_model(megabytes: int = 256) -> bytes:
     return model.SerializeToString()
 
 
-def _over_share(device: DeviceConfig, answer: Any) -> None:
-    """In a process of its own: run the big model under a small share; the error it gives."""
+def _over_share(device: DeviceConfig, neighbour_busy: Any, done: Any, answer: Any) -> None:
+    """In a process of its own, while the neighbour evaluates: run a model that needs more than
+    this worker's share under that share; the error it gives."""
     try:
-        session = create_session(big_model(), device)
+        share_mib = (device.gpu_mem_limit or 0) // 1_048_576
+        session = create_session(big_model(share_mib + 256), device)
+        neighbour_busy.wait(timeout=300)
         session.run(None, {"x": np.ones(1, np.float32)})
         answer.put("no error: the model ran although it needs more than its share")
     except EvaluationError as exc:
@@ -211,32 +217,52 @@ def _over_share(device: DeviceConfig, answer: Any) -> None:
     except Exception as exc:  # onnxruntime's own exception types
         oom = out_of_memory_error(exc, device)
         answer.put(str(oom) if oom is not None else f"not an out-of-memory error: {exc}")
+    finally:
+        done.set()
 
 
-def _keeps_serving(work: Workload, device: DeviceConfig, runs: int, answer: Any) -> None:
+def _keeps_serving(work: Workload, device: DeviceConfig, busy: Any, done: Any, answer: Any) -> None:
+    """A second worker's evaluations on the same GPU, from before the model over its share runs
+    until after it failed: how many, and on which provider."""
     try:
         session = create_session(work.model, device)
-        for _ in range(runs):
+        evaluate_session(session, work.data, work.spec, device)
+        busy.set()
+        runs = 1
+        while not done.is_set() or runs < 5:
             evaluate_session(session, work.data, work.spec, device)
+            runs += 1
         answer.put(f"ok: {runs} evaluations on {session.get_providers()[0]}")
     except Exception as exc:
         answer.put(f"failed: {exc}")
+    finally:
+        busy.set()
 
 
 def memory_limit_check(work: Workload, cuda: DeviceConfig) -> Check:
+    """The worker's own share (``gpu_mem_limit``): a model needing more than it fails with the
+    arena limit's message naming that share, while a second process on the same GPU, started
+    first and evaluating throughout, keeps evaluating on CUDA."""
     spawn = multiprocessing.get_context("spawn")  # fresh CUDA contexts, as two workers have
-    small = replace(cuda, gpu_mem_limit=SHARE_FOR_OOM)
+    small = cuda if cuda.gpu_mem_limit else replace(cuda, gpu_mem_limit=SHARE_FOR_OOM)
     over, serving = spawn.Queue(), spawn.Queue()
+    busy, done = spawn.Event(), spawn.Event()
     procs = [
-        spawn.Process(target=_keeps_serving, args=(work, cuda, 5, serving)),
-        spawn.Process(target=_over_share, args=(small, over)),
+        spawn.Process(target=_keeps_serving, args=(work, cuda, busy, done, serving)),
+        spawn.Process(target=_over_share, args=(small, busy, done, over)),
     ]
     for p in procs:
         p.start()
     failed, served = over.get(timeout=600), serving.get(timeout=600)
     for p in procs:
         p.join(timeout=60)
-    ok = failed.startswith("The model ran out of memory") and served.startswith("ok")
+    share = f"limit of {(small.gpu_mem_limit or 0) // 1_048_576} MiB"
+    ok = (
+        failed.startswith("The model ran out of memory")
+        and share in failed
+        and served.startswith("ok")
+        and served.endswith(f"on {CUDA}")
+    )
     return Check(
         "gpu_mem_limit", PASS if ok else FAIL, f"over its share: {failed}; beside it: {served}"
     )
