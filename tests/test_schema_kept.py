@@ -28,6 +28,7 @@ from submissions.models import (
     Team,
     TeamInvite,
     TeamMembership,
+    Track,
     Webhook,
     WebhookDelivery,
 )
@@ -53,12 +54,13 @@ TABLES_BEFORE = {
     ("submissions", "submissions_webhook"),
     ("submissions", "submissions_webhookdelivery"),
 }
-# Tables added since, by migrations of their own (0022_challenges, 0023_fact_sheets): new, not
-# moved.
+# Tables added since, by migrations of their own (0022_challenges, 0023_fact_sheets,
+# 0024_tracks): new, not moved.
 TABLES_ADDED = {
     ("submissions", "submissions_challenge"),
     ("submissions", "submissions_challengeregistration"),
     ("submissions", "submissions_factsheet"),
+    ("submissions", "submissions_track"),
 }
 
 
@@ -88,6 +90,7 @@ def test_a_database_with_a_row_in_every_table_keeps_every_row(
     TaskFile.objects.create(task=task, title="Notes", file=ContentFile(b"x", name="notes.txt"))
     LeaderboardPending.objects.create(task=task, submission=done)
     RankingRule.objects.create(task=task)
+    Track.objects.create(task=task, name="Speed", slug="speed", kind="measure", measure="latency")
     team = Team.objects.create(task=task, name="The team")
     TeamMembership.objects.create(team=team, task=task, user=bob)
     TeamInvite.objects.create(team=team, created_by=bob)

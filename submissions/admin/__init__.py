@@ -25,7 +25,7 @@ from evaluation import formats
 from plumbing.refusal_responses import attempt
 from submissions.admin.datasets import dataset_summary_read
 from submissions.admin.forms import AdminUploadForm, TaskAdminForm
-from submissions.admin.rule_forms import RankingRuleForm
+from submissions.admin.rule_forms import RankingRuleForm, TrackForm
 from submissions.admin.services import (
     RETIME_TOP,
     baseline_create,
@@ -42,7 +42,7 @@ from submissions.boards.leaderboard import (
 )
 from submissions.lifecycle.services import submission_cancel, submission_rerun
 from submissions.models import DeviceClass, Submission, Task
-from submissions.models.ranking import RankingRule
+from submissions.models.ranking import RankingRule, Track
 from submissions.models.task_files import TaskFile
 from submissions.tasks.datasets import task_dataset_replace
 from submissions.tasks.files import task_file_save
@@ -100,6 +100,7 @@ class RankingRuleInline(admin.StackedInline):
     verbose_name = "ranking rule"
     fields = [
         "kind",
+        "measure",
         "latency_percentile",
         "latency_budget_ms",
         "metric_threshold",
@@ -110,6 +111,17 @@ class RankingRuleInline(admin.StackedInline):
         ("weight_parameters", "weight_flops", "weight_peak_memory"),
         "baseline",
     ]
+
+
+class TrackInline(admin.StackedInline):
+    """More boards of the same results (an efficiency track beside the main one), each with a
+    ranking rule of its own; saving re-ranks every board of the task."""
+
+    model = Track
+    form = TrackForm
+    extra = 0
+    raw_id_fields = ["baseline"]
+    fields = [("name", "slug", "position"), "description", *RankingRuleInline.fields]
 
 
 # Task fields whose change re-ranks every entry: direction, cut-off time, whose latency counts.
@@ -129,7 +141,7 @@ class TaskFileInline(admin.StackedInline):
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
     form = TaskAdminForm
-    inlines = [RankingRuleInline, TaskFileInline]
+    inlines = [RankingRuleInline, TrackInline, TaskFileInline]
     # What an operator scans for; shapes and the other dates are on the task's page. Twelve
     # columns did not fit a laptop.
     list_display = [

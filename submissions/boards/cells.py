@@ -87,6 +87,18 @@ def score(value: float | None, at: PageRow) -> str:
     return formats.score(value)
 
 
+def ranked_value(value: float | None, at: PageRow) -> str:
+    """What the rule ranks on, in the unit of its measure (a composite is a plain number)."""
+    measure = at.rule.measure if at.rule.kind == ranking.MEASURE else ""
+    if measure == "latency":
+        return formats.latency(value)
+    if measure == "peak_memory":
+        return formats.size(None if value is None else int(value))
+    if measure in ("parameters", "flops"):
+        return formats.si(value)
+    return formats.score(value)
+
+
 def throughput(value: float | None, at: PageRow) -> str:
     return formats.si(value)
 

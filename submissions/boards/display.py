@@ -209,7 +209,7 @@ def _shown(rule: ranking.Rule, columns: Sequence[Column]) -> list[tuple[Column, 
     return [
         (column, cell)
         for column, cell in page_cells(columns)
-        if rule.kind == ranking.COMPOSITE or not cell.composite_only
+        if rule.kind in (ranking.COMPOSITE, ranking.MEASURE) or not cell.composite_only
     ]
 
 
@@ -227,7 +227,7 @@ def board_columns(
     folded: list[BoardColumn] = []
     shown = _shown(rule, columns)
     for _, cell in shown:
-        label = _label(task, cell)
+        label = _label(task, cell, rule)
         if cell.sort and cell.sort == sort:
             next_dir = "asc" if descending else "desc"
             aria = "descending" if descending else "ascending"
@@ -241,8 +241,10 @@ def board_columns(
     return headers
 
 
-def _label(task: Task, cell: PageCell) -> str:
-    return cell.label.format(metric=task.metric_label, arrow=task.direction.arrow)
+def _label(task: Task, cell: PageCell, rule: ranking.Rule) -> str:
+    label = rule.measure_label
+    ranked = label[:1].upper() + label[1:] if rule.kind == ranking.MEASURE else "Composite"
+    return cell.label.format(metric=task.metric_label, arrow=task.direction.arrow, ranked=ranked)
 
 
 def _td_open(cell: PageCell) -> str:
@@ -252,7 +254,7 @@ def _td_open(cell: PageCell) -> str:
 def _more_html(at: PageRow, folded: Sequence[tuple[Column, PageCell, str]]) -> str:
     """The row's folded columns as a list under a "More" disclosure, in their page order."""
     items = "".join(
-        f"<dt>{conditional_escape(_label(at.task, cell))}</dt>"
+        f"<dt>{conditional_escape(_label(at.task, cell, at.rule))}</dt>"
         f"<dd>{conditional_escape(cell.html(column.value(at.row), at))}</dd>"
         for column, cell, _ in folded
     )

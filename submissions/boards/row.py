@@ -83,13 +83,14 @@ class PageCell:
     """How the board page shows a column: where, under which header, sorted how, drawn how."""
 
     place: int  # left to right on the page
-    label: str  # the header; "{metric}" and "{arrow}" are filled in by the page
+    label: str  # the header; "{metric}", "{arrow}" and "{ranked}" are filled in by the page
     html: cells.Renderer  # the cell's content from the column's value
     sort: str = ""  # the name ``?sort=`` gives it; "" for a column the page cannot sort by
     order_by: str = ""  # the LeaderboardEntry field that sort orders by
     css: str = "num"  # the cell's classes; "num" aligns the header and the cell as numbers
     first_dir: str = "asc"  # the header's first click: "asc", "desc", or "best" first
-    composite_only: bool = False  # shown only under a composite rule
+    # shown only under a rule that ranks on a value of its own (a composite, one measure)
+    composite_only: bool = False
     # Folded into the row's "More" cell rather than given a column of its own: a board of every
     # column was wider than a laptop's screen. Rank, name, score and latency keep columns.
     folded: bool = False
@@ -222,9 +223,10 @@ COLUMNS: tuple[Column, ...] = (
         lambda r: r.value,
         float,
         null=True,
-        help="What the rule ranks on: the score, or the composite score (lower is better).",
+        help="What the rule ranks on: the score, the composite score or the one measure "
+        "(these two lower is better).",
         page=PageCell(
-            4, "Composite ↓", cells.score, "value", "value", "num value", composite_only=True
+            4, "{ranked} ↓", cells.ranked_value, "value", "value", "num value", composite_only=True
         ),
     ),
     Column("not_ranked_because", lambda r: r.reason, str),

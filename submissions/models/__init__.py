@@ -7,7 +7,7 @@ from submissions.models.challenges import Challenge, ChallengeRegistration, Fact
 from submissions.models.core import DeviceClass, Submission, SubmissionQuerySet, Task, TaskQuerySet
 from submissions.models.datasets import DatasetVersion
 from submissions.models.notifications import Notification, Webhook, WebhookDelivery
-from submissions.models.ranking import RankingRule
+from submissions.models.ranking import RankingRule, Track
 from submissions.models.task_files import TaskFile, TaskFileQuerySet
 from submissions.models.teams import Team, TeamInvite, TeamMembership
 
@@ -31,6 +31,7 @@ __all__ = [
     "Team",
     "TeamInvite",
     "TeamMembership",
+    "Track",
     "Webhook",
     "WebhookDelivery",
 ]
