@@ -303,7 +303,7 @@ def leaderboard_rows_html(
         elif by_rank and not row.ranked and (ranked_before or not parts):
             parts.append(
                 f'<tr class="gap unranked-gap"><td colspan="{width}">Not ranked under this '
-                "task's rule (the reason is under each name)</td></tr>"
+                "board's rule (the reason is under each name)</td></tr>"
             )
         ranked_before = row.ranked
         # "you": the viewer's own row, or their team's whoever uploaded its best entry
