@@ -140,6 +140,18 @@ def participant(value: str, at: PageRow) -> SafeString:
     )
 
 
+def method(value: str, at: PageRow) -> SafeString:
+    """The fact sheet's method name, and its paper and code links (``URLField`` keeps only
+    http and https ones)."""
+    urls = ((at.row.sheet(f"{name}_url"), name) for name in ("paper", "code"))
+    links = format_html_join(
+        "",
+        ' <a href="{}" rel="nofollow noopener" data-link="{}">{}</a>',
+        ((url, name, name) for url, name in urls if url),
+    )
+    return format_html("{}{}", value, links)
+
+
 def other_metrics(value: dict[str, float], at: PageRow) -> SafeString:
     """Every metric of the board's rows but the task's own, which the score column shows."""
     return format_html_join(

@@ -204,12 +204,16 @@ class BoardColumn:
     folded: tuple[BoardColumn, ...] = ()  # on "More": the folded columns, sortable by link
 
 
-def _shown(rule: ranking.Rule, columns: Sequence[Column]) -> list[tuple[Column, PageCell]]:
-    """The page's columns under this rule, left to right."""
+def _shown(
+    task: Task, rule: ranking.Rule, columns: Sequence[Column]
+) -> list[tuple[Column, PageCell]]:
+    """The page's columns of this task under this rule, left to right."""
+    own_value = rule.kind in (ranking.COMPOSITE, ranking.MEASURE)
     return [
         (column, cell)
         for column, cell in page_cells(columns)
-        if rule.kind in (ranking.COMPOSITE, ranking.MEASURE) or not cell.composite_only
+        if (own_value or not cell.composite_only)
+        and (task.challenge_id is not None or not cell.challenge_only)
     ]
 
 
@@ -225,7 +229,7 @@ def board_columns(
     best_first = "desc" if task.direction.best_first_descending else "asc"
     headers: list[BoardColumn] = []
     folded: list[BoardColumn] = []
-    shown = _shown(rule, columns)
+    shown = _shown(task, rule, columns)
     for _, cell in shown:
         label = _label(task, cell, rule)
         if cell.sort and cell.sort == sort:
@@ -292,7 +296,7 @@ def leaderboard_rows_html(
     """The board's <tr>s, with a divider above the first entry outside the rule when sorted by
     rank. Built here rather than in the template, which was a large part of the page's time;
     every value is escaped the same way the template would."""
-    shown = [(column, cell, _td_open(cell)) for column, cell in _shown(rule, columns)]
+    shown = [(column, cell, _td_open(cell)) for column, cell in _shown(task, rule, columns)]
     unfolded = sum(not cell.folded for _, cell, _ in shown)
     width = unfolded + (unfolded < len(shown))  # the "More" cell
     parts: list[str] = []

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from submissions.boards import cells
-from submissions.models import Submission
+from submissions.models import FactSheet, Submission
 from submissions.models.ranking import submission_measures
 
 BOARD_PUBLIC = "public"
@@ -36,6 +36,11 @@ class LeaderboardRow:
     reason: str = ""  # why it is not ranked
     board: str = BOARD_PUBLIC
     finals: bool = False  # the board ranks each participant's finals (private, with a limit)
+    fact_sheet: FactSheet | None = None  # the entrant's on this phase; None: none saved
+
+    def sheet(self, name: str) -> str:
+        """A field of the entrant's fact sheet; "" without one."""
+        return getattr(self.fact_sheet, name, "") if self.fact_sheet is not None else ""
 
     @property
     def ranked(self) -> bool:
@@ -91,6 +96,7 @@ class PageCell:
     first_dir: str = "asc"  # the header's first click: "asc", "desc", or "best" first
     # shown only under a rule that ranks on a value of its own (a composite, one measure)
     composite_only: bool = False
+    challenge_only: bool = False  # shown only on a challenge's phase (where fact sheets are)
     # Folded into the row's "More" cell rather than given a column of its own: a board of every
     # column was wider than a laptop's screen. Rank, name, score and latency keep columns.
     folded: bool = False
@@ -295,6 +301,26 @@ COLUMNS: tuple[Column, ...] = (
             "submission__peak_memory_bytes",
             folded=True,
         ),
+    ),
+    # From the entrant's fact sheet on a challenge's phase; last, so earlier columns stay put.
+    Column(
+        "method_name",
+        lambda r: r.sheet("method_name"),
+        str,
+        help="The method's name from the entrant's fact sheet on this phase; '' without one.",
+        page=PageCell(14, "Method", cells.method, css="method", challenge_only=True),
+    ),
+    Column(
+        "paper_url",
+        lambda r: r.sheet("paper_url"),
+        str,
+        help="The paper link of the entrant's fact sheet; '' without one.",
+    ),
+    Column(
+        "code_url",
+        lambda r: r.sheet("code_url"),
+        str,
+        help="The code link of the entrant's fact sheet; '' without one.",
     ),
 )
 

@@ -30,7 +30,7 @@ from submissions.boards.cache import cached
 from submissions.boards.row import BOARD_PRIVATE, BOARD_PUBLIC, SORT_FIELDS, LeaderboardRow
 from submissions.challenges.selectors import challenge_list_visible
 from submissions.lifecycle import turns
-from submissions.models import Submission, Task, TaskQuerySet
+from submissions.models import FactSheet, Submission, Task, TaskQuerySet
 from submissions.models.boards import LeaderboardEntry, LeaderboardRecord, entrant_key
 from submissions.models.ranking import Track, submission_measures, task_rule
 from submissions.models.task_files import TaskFile
@@ -38,8 +38,9 @@ from submissions.models.teams import Team, TeamMembership
 
 
 def task_list_visible(*, user: Any) -> QuerySet[Task]:
-    # pages show requires_gpu and its name, and whether the dataset was ever replaced
-    tasks = Task.objects.select_related("device_class", "current_dataset")
+    # pages show requires_gpu and its name, whether the dataset was ever replaced, and the
+    # challenge a phase belongs to
+    tasks = Task.objects.select_related("device_class", "current_dataset", "challenge")
     return _visible_to(tasks, user=user)
 
 
@@ -398,7 +399,25 @@ def leaderboard_track(*, task: Task, slug: str) -> Track | None:
 _RANK_ORDER = ["unranked", "rank_key", "created_at", "submission_id"]
 
 
-def _row(task: Task, entry: LeaderboardEntry, rank: int) -> LeaderboardRow:
+def _fact_sheets(task: Task, entries: Collection[LeaderboardEntry]) -> dict[str, FactSheet]:
+    """The entrants' fact sheets on a challenge's phase, by entrant key: one query (none off a
+    challenge, where nobody is asked for one). A baseline has none."""
+    teams = {e.team_id for e in entries if e.team_id is not None}
+    users = {e.user_id for e in entries if e.team_id is None and not e.baseline}
+    if task.challenge_id is None or not (teams or users):
+        return {}
+    sheets = FactSheet.objects.filter(task=task).filter(
+        Q(team_id__in=teams) | Q(team__isnull=True, user_id__in=users)
+    )
+    return {
+        entrant_key(baseline=False, submission_id=0, team_id=s.team_id, user_id=s.user_id): s
+        for s in sheets
+    }
+
+
+def _row(
+    task: Task, entry: LeaderboardEntry, rank: int, sheets: dict[str, FactSheet] | None = None
+) -> LeaderboardRow:
     return LeaderboardRow(
         None if entry.unranked else rank,
         entry.submission,
@@ -409,6 +428,7 @@ def _row(task: Task, entry: LeaderboardEntry, rank: int) -> LeaderboardRow:
         entry.reason,
         board=entry.board,
         finals=entry.board == BOARD_PRIVATE and bool(task.final_selections),
+        fact_sheet=(sheets or {}).get(entry.entrant),
     )
 
 
@@ -421,7 +441,9 @@ def leaderboard(
         .select_related("submission__user", "submission__team")
         .order_by(*_RANK_ORDER)
     )
-    return [_row(task, entry, index + 1) for index, entry in enumerate(entries)]
+    listed = list(entries)
+    sheets = _fact_sheets(task, listed)
+    return [_row(task, entry, index + 1, sheets) for index, entry in enumerate(listed)]
 
 
 def _own_row(
@@ -449,7 +471,7 @@ def _own_row(
             submission_id__lt=entry.submission_id,
         )
     )
-    return _row(task, entry, better.count() + 1)
+    return _row(task, entry, better.count() + 1, _fact_sheets(task, [entry]))
 
 
 @dataclass(frozen=True)
@@ -515,7 +537,8 @@ def leaderboard_page(
     by_id = LeaderboardEntry.objects.select_related("submission__user", "submission__team").in_bulk(
         list(ranks)
     )
-    shown = [_row(task, by_id[pk], rank) for pk, rank in ranks.items()]
+    sheets = _fact_sheets(task, list(by_id.values()))
+    shown = [_row(task, by_id[pk], rank, sheets) for pk, rank in ranks.items()]
     own = _own_row(task, board, user, track)
     on_page = own is not None and any(r.submission.pk == own.submission.pk for r in shown)
     return LeaderboardPage(
