@@ -17,6 +17,8 @@ from django.utils import timezone
 
 from accounts.models import ApiToken, NotificationPreference
 from submissions.models import (
+    Announcement,
+    AnnouncementDelivery,
     Challenge,
     ChallengeRegistration,
     DatasetVersion,
@@ -55,12 +57,14 @@ TABLES_BEFORE = {
     ("submissions", "submissions_webhookdelivery"),
 }
 # Tables added since, by migrations of their own (0022_challenges, 0023_fact_sheets,
-# 0024_tracks): new, not moved.
+# 0024_tracks, 0025_announcements): new, not moved.
 TABLES_ADDED = {
     ("submissions", "submissions_challenge"),
     ("submissions", "submissions_challengeregistration"),
     ("submissions", "submissions_factsheet"),
     ("submissions", "submissions_track"),
+    ("submissions", "submissions_announcement"),
+    ("submissions", "submissions_announcementdelivery"),
 }
 
 
@@ -104,6 +108,8 @@ def test_a_database_with_a_row_in_every_table_keeps_every_row(
         challenge=challenge, user=alice, terms_accepted_at=timezone.now()
     )
     FactSheet.objects.create(task=task, user=alice, method_name="Ridge")
+    news = Announcement.objects.create(challenge=challenge, title="News", body="Data is out.")
+    AnnouncementDelivery.objects.create(announcement=news, user=alice)
     before = {m._meta.db_table: m.objects.count() for m in our_models()}
     assert all(before.values()), before
 

@@ -599,6 +599,7 @@ class SubmissionAdmin(admin.ModelAdmin):
 
 
 # Notifications' admin (issue 15) lives beside it; imported so the admin registers it.
+from submissions.admin import announcements as announcement_admin  # noqa: E402, F401
 from submissions.admin import challenges as challenge_admin  # noqa: E402, F401
 from submissions.admin import fact_sheets as fact_sheet_admin  # noqa: E402, F401
 from submissions.admin import notifications as notification_admin  # noqa: E402, F401

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from submissions.models.announcements import Announcement, AnnouncementDelivery
 from submissions.models.boards import LeaderboardEntry, LeaderboardPending, LeaderboardRecord
 from submissions.models.challenges import Challenge, ChallengeRegistration, FactSheet
 from submissions.models.core import DeviceClass, Submission, SubmissionQuerySet, Task, TaskQuerySet
@@ -12,6 +13,8 @@ from submissions.models.task_files import TaskFile, TaskFileQuerySet
 from submissions.models.teams import Team, TeamInvite, TeamMembership
 
 __all__ = [
+    "Announcement",
+    "AnnouncementDelivery",
     "Challenge",
     "ChallengeRegistration",
     "DatasetVersion",

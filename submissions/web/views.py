@@ -34,6 +34,7 @@ from submissions.boards.pages import (
     board_fragments,
     public_page_cached,
 )
+from submissions.challenges.selectors import challenge_announcements
 from submissions.lifecycle import selectors
 from submissions.lifecycle.finals import final_selection_replace, submission_select
 from submissions.lifecycle.quotas import quota_get
@@ -61,6 +62,7 @@ def task_list(request: HttpRequest) -> HttpResponse:
 
 
 TASK_PAGE = "submissions/task_detail.html"
+PHASE_ANNOUNCEMENTS = 3  # the newest of the challenge's, on each phase's page
 
 
 def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
@@ -72,9 +74,10 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
     refusal = selectors.leaderboard_refusal(task=task, user=request.user)
     tracks = selectors.leaderboard_tracks(task=task)
     track = _track_or_main(task, query.value("track", ""))
+    news = challenge_announcements(challenge_id=task.challenge_id, limit=PHASE_ANNOUNCEMENTS)
     context: dict[str, Any] = {
         "task": task, "boards": boards, "board": board, "refusal": refusal,
-        "tracks": tracks, "track": track,
+        "tracks": tracks, "track": track, "announcements": news,
         "counts": selectors.task_counts(task=task),
         "task_files": list(selectors.task_files_listed(task=task, user=request.user)),
     }  # fmt: skip
@@ -86,8 +89,9 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
     slug = track.slug if track is not None else ""
     state = (board, slug, sort, descending, page, request.user.pk, boards, context["rescoring"])
     etag = board_etag(
-        task, "page", *state, context["counts"], [f.pk for f in context["task_files"]]
-    )
+        task, "page", *state, context["counts"], [f.pk for f in context["task_files"]],
+        [(a.pk, a.title, a.body) for a in news],
+    )  # fmt: skip
     # A poller's unchanged page: 304 before any rendering (not with a message to show).
     shown_to_anyone = not messages.get_messages(request)  # a message is for this viewer
     if shown_to_anyone:
