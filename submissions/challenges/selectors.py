@@ -66,6 +66,7 @@ def challenge_timeline(*, challenge: Challenge, now: Any = None) -> list[Phase]:
         return "closed" if task.has_closed(now) else "current"
 
     phases = challenge_phases(challenge=challenge).select_related("device_class")
+    phases = phases.prefetch_related("tracks")  # each phase's boards are linked
     return [Phase(i + 1, task, state(task)) for i, task in enumerate(phases)]
 
 

@@ -20,6 +20,7 @@ from rest_framework.test import APIClient
 from submissions.boards.tracks import track_create
 from submissions.models import LeaderboardEntry, Track
 from tests.submissions.admin_support import task_change_data
+from tests.submissions.challenge_support import two_phase_challenge
 from tests.submissions.test_ranking_rules import board as board  # the fixture
 from tests.submissions.test_ranking_rules import in_step, timed
 from tests.submissions.test_read_api import scored
@@ -166,3 +167,12 @@ def test_the_operator_adds_a_track_in_the_admin_and_it_is_ranked(
         (3, "bob"),
     ]
     in_step()
+
+
+def test_the_challenge_page_links_each_phases_tracks(make_task: Any) -> None:
+    challenge, first, _ = two_phase_challenge(make_task)
+    track_create(task_id=first.pk, name="Speed", slug="speed", kind="measure", measure="latency")
+
+    page = Client().get(challenge.get_absolute_url()).content.decode()
+
+    assert f'href="/tasks/{first.slug}/?track=speed" data-track-board="speed">Speed</a>' in page
