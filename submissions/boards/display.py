@@ -169,26 +169,58 @@ def _load_advice() -> str:
     )
 
 
-# What the submitter can do about a failure, keyed by a phrase of the runner's message.
-_ADVICE: list[tuple[str, str | Callable[[], str]]] = [
-    ("time limit", "Make the model faster (fewer or cheaper operators) and submit again."),
-    ("output has shape", "Make the first output [batch, *the task's output shape]."),
-    ("numeric tensor", "Make the first output a numeric tensor (float32 is safest)."),
+# A failure's cause and what the submitter can do about it, keyed by a phrase of the runner's
+# message: the submission page's advice and the host's failures-by-cause count read this table.
+_CAUSES: list[tuple[str, str, str | Callable[[], str]]] = [
+    (
+        "time limit",
+        "time limit",
+        "Make the model faster (fewer or cheaper operators) and submit again.",
+    ),
+    (
+        "output has shape",
+        "output shape",
+        "Make the first output [batch, *the task's output shape].",
+    ),
+    (
+        "numeric tensor",
+        "output type",
+        "Make the first output a numeric tensor (float32 is safest).",
+    ),
     (
         "nan or infinity",
+        "NaN or infinity",
         "Look for divisions by zero, log of zero or overflow; clip or add an epsilon.",
     ),
-    ("could not load", _load_advice),
-    ("cannot be scored", "Check the output holds what the metric expects (e.g. class scores)."),
-    ("failed while running", "Run the model locally on a batch of the task's shape to see why."),
+    ("could not load", "model does not load", _load_advice),
+    (
+        "cannot be scored",
+        "cannot be scored",
+        "Check the output holds what the metric expects (e.g. class scores).",
+    ),
+    (
+        "failed while running",
+        "failed while running",
+        "Run the model locally on a batch of the task's shape to see why.",
+    ),
 ]
+SYSTEM_CAUSE = "system (not the model)"
+OTHER_CAUSE = "other"
+
+
+def failure_cause(*, message: str, by_system: bool) -> str:
+    """A failed submission's cause, in a few words, for the host's count of failures."""
+    if by_system:
+        return SYSTEM_CAUSE
+    lowered = message.lower()
+    return next((cause for phrase, cause, _ in _CAUSES if phrase in lowered), OTHER_CAUSE)
 
 
 def failure_advice(submission: Submission) -> str:
     if submission.failed_by_system:
         return "This failure was not your model's fault and does not count in your quota."
     message = submission.error_message.lower()
-    for phrase, advice in _ADVICE:
+    for phrase, _, advice in _CAUSES:
         if phrase.lower() in message:
             return advice if isinstance(advice, str) else advice()
     return "Fix what the message says, check the model locally with onnxruntime, and resubmit."
