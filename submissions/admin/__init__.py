@@ -8,6 +8,7 @@ admin's history says who did what to which submission and when.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from django.contrib import admin, messages
@@ -23,6 +24,7 @@ from django.utils.html import format_html
 
 from evaluation import formats
 from plumbing.refusal_responses import attempt
+from submissions.admin.analytics import task_analytics_view
 from submissions.admin.datasets import dataset_summary_read
 from submissions.admin.forms import AdminUploadForm, TaskAdminForm
 from submissions.admin.rule_forms import RankingRuleForm, TrackForm
@@ -222,6 +224,7 @@ class TaskAdmin(admin.ModelAdmin):
                     "leaderboard_frozen_at",
                     "private_revealed",
                     "final_selections",
+                    "analytics",
                 ]
             },
         ),
@@ -237,7 +240,14 @@ class TaskAdmin(admin.ModelAdmin):
             task_file.delete()
         formset.save_m2m()
 
-    readonly_fields = ["current_dataset_summary", "dataset_summary"]
+    readonly_fields = ["current_dataset_summary", "dataset_summary", "analytics"]
+
+    @admin.display(description="Analytics")
+    def analytics(self, task: Task) -> str:
+        if not task.pk:
+            return "Shown once the task is saved."
+        url = reverse("admin:submissions_task_analytics", args=[task.pk])
+        return format_html('<a href="{}">Submissions, participants, failures and times</a>', url)
 
     @admin.display(description="Closes", ordering="closes_at")
     def closes(self, task: Task) -> str:
@@ -283,7 +293,12 @@ class TaskAdmin(admin.ModelAdmin):
             self.admin_site.admin_view(self.dataset_view),
             name="submissions_task_dataset",
         )
-        return [dataset, *super().get_urls()]
+        analytics = path(
+            "<int:pk>/analytics/",
+            self.admin_site.admin_view(partial(task_analytics_view, self)),
+            name="submissions_task_analytics",
+        )
+        return [dataset, analytics, *super().get_urls()]
 
     def dataset_view(self, request: HttpRequest, pk: int) -> FileResponse:
         """Staff only (admin_view): the task's dataset, streamed from storage."""
