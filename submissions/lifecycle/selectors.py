@@ -435,7 +435,8 @@ def _row(
 def leaderboard(
     *, task: Task, board: str = BOARD_PUBLIC, track: Track | None = None
 ) -> list[LeaderboardRow]:
-    """Every ranked user with the full best submission (for the CSV export). One query."""
+    """Every ranked user with the full best submission (for the CSV export). One query; on a
+    challenge's phase one more, for the entrants' fact sheets."""
     entries = (
         _entries(task, board, track)
         .select_related("submission__user", "submission__team")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+from datetime import timedelta
 from io import StringIO
 from typing import Any
 
@@ -15,10 +16,12 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from submissions.boards.tracks import track_create
-from submissions.models import LeaderboardEntry, Track
+from submissions.challenges.services import challenge_phase_advance
+from submissions.models import LeaderboardEntry, Submission, Task, Track
 from tests.submissions.admin_support import task_change_data
 from tests.submissions.challenge_support import two_phase_challenge
 from tests.submissions.test_ranking_rules import board as board  # the fixture
@@ -176,3 +179,22 @@ def test_the_challenge_page_links_each_phases_tracks(make_task: Any) -> None:
     page = Client().get(challenge.get_absolute_url()).content.decode()
 
     assert f'href="/tasks/{first.slug}/?track=speed" data-track-board="speed">Speed</a>' in page
+
+
+def test_advancing_a_phase_carries_each_entrants_best_on_every_track(
+    make_task: Any, alice: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    challenge, first, second = two_phase_challenge(make_task)
+    strong = scored(first, alice, 0.95, **timed(40.0))
+    fast = scored(first, alice, 0.80, **timed(1.0))
+    scored(first, alice, 0.70, **timed(5.0))  # neither her best nor her fastest
+    track_create(task_id=first.pk, name="Speed", slug="speed", kind="measure", measure="latency")
+    Task.objects.filter(pk=first.pk).update(closes_at=timezone.now() - timedelta(minutes=1))
+    Task.objects.filter(pk=second.pk).update(opens_at=timezone.now() - timedelta(minutes=1))
+
+    with django_capture_on_commit_callbacks(execute=False):
+        advanced = challenge_phase_advance(challenge_id=challenge.pk, carry="best")
+
+    assert advanced.carried == 2
+    carried = Submission.objects.filter(task=second).values_list("carried_from_id", flat=True)
+    assert sorted(carried) == sorted([strong.pk, fast.pk])
