@@ -112,7 +112,8 @@ def rank(value: int | None, at: PageRow) -> str:
 
 
 def participant(value: str, at: PageRow) -> SafeString:
-    """The board's name (a team links to its page) with its chips, and why it is not ranked."""
+    """The board's name (a team links to its page) with its chips, the method of its fact sheet
+    with the links, and why it is not ranked."""
     row, s = at.row, at.row.submission
     team = s.team if not s.is_baseline else None
     name = (
@@ -121,7 +122,7 @@ def participant(value: str, at: PageRow) -> SafeString:
         else s.board_name
     )
     return format_html(
-        "{}{}{}{}{}{}",
+        "{}{}{}{}{}{}{}",
         name,
         mark_safe(' <span class="chip chip-baseline">baseline</span>') if s.is_baseline else "",
         mark_safe(
@@ -136,20 +137,24 @@ def participant(value: str, at: PageRow) -> SafeString:
         )
         if row.final
         else "",
+        _method(row),
         format_html('<div class="reason">Not ranked: {}</div>', row.reason) if row.reason else "",
     )
 
 
-def method(value: str, at: PageRow) -> SafeString:
-    """The fact sheet's method name, and its paper and code links (``URLField`` keeps only
-    http and https ones)."""
-    urls = ((at.row.sheet(f"{name}_url"), name) for name in ("paper", "code"))
+def _method(row: LeaderboardRow) -> SafeString:
+    """The fact sheet's method name with its paper and code links (``URLField`` keeps only
+    http(s) and ftp ones); "" without a sheet."""
+    name = row.sheet("method_name")
+    urls = ((row.sheet(f"{link}_url"), link) for link in ("paper", "code"))
     links = format_html_join(
         "",
-        ' <a href="{}" rel="nofollow noopener" data-link="{}">{}</a>',
-        ((url, name, name) for url, name in urls if url),
+        ' · <a href="{}" rel="nofollow noopener" data-link="{}">{}</a>',
+        ((url, link, link) for url, link in urls if url),
     )
-    return format_html("{}{}", value, links)
+    if not (name or links):
+        return mark_safe("")
+    return format_html('<div class="method" data-method>{}{}</div>', name or "method", links)
 
 
 def other_metrics(value: dict[str, float], at: PageRow) -> SafeString:

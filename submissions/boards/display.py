@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -236,17 +237,23 @@ class BoardColumn:
     folded: tuple[BoardColumn, ...] = ()  # on "More": the folded columns, sortable by link
 
 
-def _shown(
-    task: Task, rule: ranking.Rule, columns: Sequence[Column]
-) -> list[tuple[Column, PageCell]]:
-    """The page's columns of this task under this rule, left to right."""
-    own_value = rule.kind in (ranking.COMPOSITE, ranking.MEASURE)
-    return [
-        (column, cell)
-        for column, cell in page_cells(columns)
-        if (own_value or not cell.composite_only)
-        and (task.challenge_id is not None or not cell.challenge_only)
-    ]
+def _shown(rule: ranking.Rule, columns: Sequence[Column]) -> list[tuple[Column, PageCell]]:
+    """The page's columns under this rule, left to right. The rule's value has a column when it
+    ranks on one of its own, but for p50 latency, which has its column already; a board ranked
+    on another measure (parameters, FLOPs, memory) folds the latency under "More" in its place,
+    so it fits a phone as the main board does."""
+    measure = rule.measure if rule.kind == ranking.MEASURE else ""
+    own_value = rule.kind == ranking.COMPOSITE or (
+        measure != "" and (measure, rule.percentile) != ("latency", "p50")
+    )
+    shown = []
+    for column, cell in page_cells(columns):
+        if cell.composite_only and not own_value:
+            continue
+        if measure not in ("", "latency") and column.key == "latency_p50_ms":
+            cell = dataclasses.replace(cell, folded=True)
+        shown.append((column, cell))
+    return shown
 
 
 def board_columns(
@@ -261,7 +268,7 @@ def board_columns(
     best_first = "desc" if task.direction.best_first_descending else "asc"
     headers: list[BoardColumn] = []
     folded: list[BoardColumn] = []
-    shown = _shown(task, rule, columns)
+    shown = _shown(rule, columns)
     for _, cell in shown:
         label = _label(task, cell, rule)
         if cell.sort and cell.sort == sort:
@@ -328,7 +335,7 @@ def leaderboard_rows_html(
     """The board's <tr>s, with a divider above the first entry outside the rule when sorted by
     rank. Built here rather than in the template, which was a large part of the page's time;
     every value is escaped the same way the template would."""
-    shown = [(column, cell, _td_open(cell)) for column, cell in _shown(task, rule, columns)]
+    shown = [(column, cell, _td_open(cell)) for column, cell in _shown(rule, columns)]
     unfolded = sum(not cell.folded for _, cell, _ in shown)
     width = unfolded + (unfolded < len(shown))  # the "More" cell
     parts: list[str] = []

@@ -96,7 +96,6 @@ class PageCell:
     first_dir: str = "asc"  # the header's first click: "asc", "desc", or "best" first
     # shown only under a rule that ranks on a value of its own (a composite, one measure)
     composite_only: bool = False
-    challenge_only: bool = False  # shown only on a challenge's phase (where fact sheets are)
     # Folded into the row's "More" cell rather than given a column of its own: a board of every
     # column was wider than a laptop's screen. Rank, name, score and latency keep columns.
     folded: bool = False
@@ -307,8 +306,8 @@ COLUMNS: tuple[Column, ...] = (
         "method_name",
         lambda r: r.sheet("method_name"),
         str,
+        # on the page under the participant's name (cells.participant), with the links
         help="The method's name from the entrant's fact sheet on this phase; '' without one.",
-        page=PageCell(14, "Method", cells.method, css="method", challenge_only=True),
     ),
     Column(
         "paper_url",

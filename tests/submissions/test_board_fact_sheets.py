@@ -1,6 +1,6 @@
 """The board of a challenge's phase shows each entry's method name with its paper and code links
-from the entrant's fact sheet (a team's sheet on a team's row); the CSV and the API carry them;
-saving a sheet shows on the next read, cached boards included."""
+under its name, from the entrant's fact sheet (a team's sheet on a team's row); the CSV and the
+API carry them; saving a sheet shows on the next read, cached boards included."""
 
 from __future__ import annotations
 
@@ -65,9 +65,12 @@ def test_the_page_shows_the_method_with_its_links_and_a_saved_change_at_once(
     fact_sheet_save(user=alice, task=phase, values={"method_name": "Ridge, tuned"})
     after = client.get(f"/tasks/{phase.slug}/").content.decode()
 
-    assert ">Method</th>" in before
-    assert 'Ridge on pixels <a href="https://example.org/paper"' in before
-    assert 'data-link="code">code</a>' in before
+    assert (
+        '<div class="method" data-method>Ridge on pixels · <a href="https://example.org/paper" '
+        'rel="nofollow noopener" data-link="paper">paper</a>'
+    ) in before
+    assert 'data-link="code">code</a></div>' in before
+    assert before.count("data-method") == 1  # bob has no sheet, a baseline none
     assert "Ridge, tuned" in after and "Ridge on pixels" not in after
 
 
@@ -83,11 +86,12 @@ def test_a_teams_row_shows_the_teams_sheet(phase: Any, alice: Any, bob: Any) -> 
     assert (rows[0]["team"], rows[0]["method_name"]) == ("Owls", "Owl net")
 
 
-def test_a_task_outside_a_challenge_has_no_method_column(make_task: Any, alice: Any) -> None:
+def test_a_task_outside_a_challenge_shows_no_method(make_task: Any, alice: Any) -> None:
     task = make_task()
     scored(task, alice, 0.9)
+    fact_sheet_save(user=alice, task=task, values=RIDGE)  # nobody asks for one here
 
-    assert ">Method</th>" not in Client().get("/tasks/digits/").content.decode()
+    assert "data-method" not in Client().get("/tasks/digits/").content.decode()
     assert APIClient().get("/api/tasks/digits/leaderboard/").json()["rows"][0]["method_name"] == ""
 
 
