@@ -13,6 +13,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from submissions.challenges.fact_sheets import fact_sheet_save
+from submissions.models import FactSheet
 from submissions.teams.services import team_create
 from tests.submissions.challenge_support import two_phase_challenge
 from tests.submissions.test_read_api import scored
@@ -105,3 +106,20 @@ def test_a_phases_page_links_to_its_challenge_and_to_your_fact_sheet(
 
     assert 'Phase of <a href="/challenges/digits-cup/">Digits Cup</a>' in page
     assert f'href="/tasks/{phase.slug}/fact-sheet/" data-fact-sheet-link' in page
+
+
+def test_an_operators_edit_of_a_sheet_shows_on_the_board_at_once(
+    phase: Any, operator: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    Client().get(f"/tasks/{phase.slug}/")  # the board is cached now
+    console = Client()
+    console.force_login(operator)
+    sheet = FactSheet.objects.get()
+    fields = {**RIDGE, "method_name": "Ridge (renamed by the organisers)", "extra_data": "unknown"}
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = console.post(f"/admin/submissions/factsheet/{sheet.pk}/change/", fields)
+
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    page = Client().get(f"/tasks/{phase.slug}/").content.decode()
+    assert "Ridge (renamed by the organisers)" in page
