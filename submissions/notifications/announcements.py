@@ -16,11 +16,11 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from datetime import timedelta
-from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
+from django.db.models import Count
 from django.urls import reverse
 from django.utils import timezone
 from redis.exceptions import RedisError
@@ -154,7 +154,7 @@ def email_text(announcement: Announcement) -> tuple[str, str]:
     return f"[{challenge.title}] {announcement.title}", body
 
 
-def delivery_counts(announcement: Any) -> dict[str, int]:
-    """How many of its e-mails are in each status (for the operator)."""
-    rows = AnnouncementDelivery.objects.filter(announcement=announcement).values_list("status")
-    return dict(Counter(status for (status,) in rows))
+def delivery_counts(announcement: Announcement) -> dict[str, int]:
+    """How many of its e-mails are in each status (for the operator): one grouped query."""
+    rows = AnnouncementDelivery.objects.filter(announcement=announcement).order_by()
+    return dict(rows.values_list("status").annotate(n=Count("pk")).values_list("status", "n"))
