@@ -57,4 +57,4 @@ class TokenCreateForm(forms.Form):
 class NotificationPreferenceForm(forms.ModelForm):
     class Meta:
         model = NotificationPreference
-        fields = ("email_on_failure", "email_on_success")
+        fields = ("email_on_failure", "email_on_success", "email_announcements")

@@ -42,8 +42,9 @@ class ApiToken(models.Model):
 
 
 class NotificationPreference(models.Model):
-    """Which e-mails a user wants when their submissions finish. No row: the defaults below,
-    so a new account hears about failures and is not mailed about every success."""
+    """Which e-mails a user wants when their submissions finish, and whether they want the
+    announcements of their challenges. No row: the defaults below, so a new account hears about
+    failures and announcements and is not mailed about every success."""
 
     DEFAULT_ON_FAILURE = True
     DEFAULT_ON_SUCCESS = False
@@ -56,6 +57,10 @@ class NotificationPreference(models.Model):
     )
     email_on_success = models.BooleanField(
         default=DEFAULT_ON_SUCCESS, help_text="E-mail me when a submission of mine succeeds."
+    )
+    email_announcements = models.BooleanField(
+        default=True,
+        help_text="E-mail me the organisers' announcements of challenges I am registered for.",
     )
 
     def __str__(self) -> str:

@@ -101,10 +101,14 @@ def login_attempt_succeeded(*, request: Any, username: str) -> None:
 
 
 def notification_preference_set(
-    *, user: Any, email_on_failure: bool, email_on_success: bool
+    *, user: Any, email_on_failure: bool, email_on_success: bool, email_announcements: bool = True
 ) -> NotificationPreference:
     preference, _ = NotificationPreference.objects.update_or_create(
         user=user,
-        defaults={"email_on_failure": email_on_failure, "email_on_success": email_on_success},
+        defaults={
+            "email_on_failure": email_on_failure,
+            "email_on_success": email_on_success,
+            "email_announcements": email_announcements,
+        },
     )
     return preference

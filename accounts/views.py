@@ -121,7 +121,7 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def notifications_update(request: HttpRequest) -> HttpResponse:
     form = NotificationPreferenceForm(request.POST)
-    if form.is_valid():  # two checkboxes: always valid, an unticked one is False
+    if form.is_valid():  # checkboxes: always valid, an unticked one is False
         notification_preference_set(user=request.user, **form.cleaned_data)
         messages.success(request, "Your e-mail notification settings were saved.")
     return redirect("profile")

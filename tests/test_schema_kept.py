@@ -17,6 +17,8 @@ from django.utils import timezone
 
 from accounts.models import ApiToken, NotificationPreference
 from submissions.models import (
+    Announcement,
+    AnnouncementDelivery,
     Challenge,
     ChallengeRegistration,
     DatasetVersion,
@@ -28,6 +30,7 @@ from submissions.models import (
     Team,
     TeamInvite,
     TeamMembership,
+    Track,
     Webhook,
     WebhookDelivery,
 )
@@ -53,12 +56,15 @@ TABLES_BEFORE = {
     ("submissions", "submissions_webhook"),
     ("submissions", "submissions_webhookdelivery"),
 }
-# Tables added since, by migrations of their own (0022_challenges, 0023_fact_sheets): new, not
-# moved.
+# Tables added since, by migrations of their own (0022_challenges, 0023_fact_sheets,
+# 0025_tracks, 0026_announcements): new, not moved.
 TABLES_ADDED = {
     ("submissions", "submissions_challenge"),
     ("submissions", "submissions_challengeregistration"),
     ("submissions", "submissions_factsheet"),
+    ("submissions", "submissions_track"),
+    ("submissions", "submissions_announcement"),
+    ("submissions", "submissions_announcementdelivery"),
 }
 
 
@@ -88,6 +94,7 @@ def test_a_database_with_a_row_in_every_table_keeps_every_row(
     TaskFile.objects.create(task=task, title="Notes", file=ContentFile(b"x", name="notes.txt"))
     LeaderboardPending.objects.create(task=task, submission=done)
     RankingRule.objects.create(task=task)
+    Track.objects.create(task=task, name="Speed", slug="speed", kind="measure", measure="latency")
     team = Team.objects.create(task=task, name="The team")
     TeamMembership.objects.create(team=team, task=task, user=bob)
     TeamInvite.objects.create(team=team, created_by=bob)
@@ -101,6 +108,8 @@ def test_a_database_with_a_row_in_every_table_keeps_every_row(
         challenge=challenge, user=alice, terms_accepted_at=timezone.now()
     )
     FactSheet.objects.create(task=task, user=alice, method_name="Ridge")
+    news = Announcement.objects.create(challenge=challenge, title="News", body="Data is out.")
+    AnnouncementDelivery.objects.create(announcement=news, user=alice)
     before = {m._meta.db_table: m.objects.count() for m in our_models()}
     assert all(before.values()), before
 

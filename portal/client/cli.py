@@ -87,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     board = add("leaderboard", commands.leaderboard, "Show a task's leaderboard.")
     board.add_argument("slug")
     board.add_argument("--board", choices=["public", "private"], default="public")
+    board.add_argument("--track", default="", help="one of the task's tracks (default: main)")
     board.add_argument("--limit", type=int, default=50, help="rows to show (at most 500)")
     board.add_argument("--csv", action="store_true", help="print the board as CSV")
     return parser

@@ -333,13 +333,12 @@ def quota(args: argparse.Namespace) -> int:
 
 def leaderboard(args: argparse.Namespace) -> int:
     api = _api(args)
+    which = {"board": args.board, **({"track": args.track} if args.track else {})}
     if args.csv:  # the server's CSV, the same file as the page's download link
-        response = api.request(
-            "GET", f"/tasks/{args.slug}/leaderboard.csv", params={"board": args.board}
-        )
+        response = api.request("GET", f"/tasks/{args.slug}/leaderboard.csv", params=which)
         sys.stdout.write(response.content.decode("utf-8"))
         return 0
-    board = api.get(f"/api/tasks/{args.slug}/leaderboard/", board=args.board, page_size=args.limit)
+    board = api.get(f"/api/tasks/{args.slug}/leaderboard/", **which, page_size=args.limit)
     rows = [
         [
             r["rank"],
@@ -353,7 +352,9 @@ def leaderboard(args: argparse.Namespace) -> int:
     ]
     direction = "higher" if board["higher_is_better"] else "lower"
     label = formats.metric_label(board["metric"])
-    print(f"{board['task']}: {board['board']} board, {label} ({direction} is better)")
+    track = f", track {board['track']}" if board.get("track") else ""
+    print(f"{board['task']}: {board['board']} board{track}, {label} ({direction} is better)")
+    print(board["ranking"]["description"])
     display.table(["RANK", "USER", "SCORE", "P50 / BATCH", "SUBMISSION", "SUBMITTED"], rows)
     return 0
 

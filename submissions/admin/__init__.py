@@ -8,6 +8,7 @@ admin's history says who did what to which submission and when.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from django.contrib import admin, messages
@@ -23,9 +24,10 @@ from django.utils.html import format_html
 
 from evaluation import formats
 from plumbing.refusal_responses import attempt
+from submissions.admin.analytics import task_analytics_view
 from submissions.admin.datasets import dataset_summary_read
 from submissions.admin.forms import AdminUploadForm, TaskAdminForm
-from submissions.admin.rule_forms import RankingRuleForm
+from submissions.admin.rule_forms import RankingRuleForm, TrackForm
 from submissions.admin.services import (
     RETIME_TOP,
     baseline_create,
@@ -42,7 +44,7 @@ from submissions.boards.leaderboard import (
 )
 from submissions.lifecycle.services import submission_cancel, submission_rerun
 from submissions.models import DeviceClass, Submission, Task
-from submissions.models.ranking import RankingRule
+from submissions.models.ranking import RankingRule, Track
 from submissions.models.task_files import TaskFile
 from submissions.tasks.datasets import task_dataset_replace
 from submissions.tasks.files import task_file_save
@@ -100,6 +102,7 @@ class RankingRuleInline(admin.StackedInline):
     verbose_name = "ranking rule"
     fields = [
         "kind",
+        "measure",
         "latency_percentile",
         "latency_budget_ms",
         "metric_threshold",
@@ -111,6 +114,17 @@ class RankingRuleInline(admin.StackedInline):
         ("weight_parameters", "weight_flops", "weight_peak_memory"),
         "baseline",
     ]
+
+
+class TrackInline(admin.StackedInline):
+    """More boards of the same results (an efficiency track beside the main one), each with a
+    ranking rule of its own; saving re-ranks every board of the task."""
+
+    model = Track
+    form = TrackForm
+    extra = 0
+    raw_id_fields = ["baseline"]
+    fields = [("name", "slug", "position"), "description", *RankingRuleInline.fields]
 
 
 # Task fields whose change re-ranks every entry: direction, cut-off time, whose latency counts.
@@ -130,7 +144,7 @@ class TaskFileInline(admin.StackedInline):
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
     form = TaskAdminForm
-    inlines = [RankingRuleInline, TaskFileInline]
+    inlines = [RankingRuleInline, TrackInline, TaskFileInline]
     # What an operator scans for; shapes and the other dates are on the task's page. Twelve
     # columns did not fit a laptop.
     list_display = [
@@ -212,6 +226,7 @@ class TaskAdmin(admin.ModelAdmin):
                     "leaderboard_frozen_at",
                     "private_revealed",
                     "final_selections",
+                    "analytics",
                 ]
             },
         ),
@@ -227,7 +242,14 @@ class TaskAdmin(admin.ModelAdmin):
             task_file.delete()
         formset.save_m2m()
 
-    readonly_fields = ["current_dataset_summary", "dataset_summary"]
+    readonly_fields = ["current_dataset_summary", "dataset_summary", "analytics"]
+
+    @admin.display(description="Analytics")
+    def analytics(self, task: Task) -> str:
+        if not task.pk:
+            return "Shown once the task is saved."
+        url = reverse("admin:submissions_task_analytics", args=[task.pk])
+        return format_html('<a href="{}">Submissions, participants, failures and times</a>', url)
 
     @admin.display(description="Closes", ordering="closes_at")
     def closes(self, task: Task) -> str:
@@ -273,7 +295,12 @@ class TaskAdmin(admin.ModelAdmin):
             self.admin_site.admin_view(self.dataset_view),
             name="submissions_task_dataset",
         )
-        return [dataset, *super().get_urls()]
+        analytics = path(
+            "<int:pk>/analytics/",
+            self.admin_site.admin_view(partial(task_analytics_view, self)),
+            name="submissions_task_analytics",
+        )
+        return [dataset, analytics, *super().get_urls()]
 
     def dataset_view(self, request: HttpRequest, pk: int) -> FileResponse:
         """Staff only (admin_view): the task's dataset, streamed from storage."""
@@ -589,6 +616,7 @@ class SubmissionAdmin(admin.ModelAdmin):
 
 
 # Notifications' admin (issue 15) lives beside it; imported so the admin registers it.
+from submissions.admin import announcements as announcement_admin  # noqa: E402, F401
 from submissions.admin import challenges as challenge_admin  # noqa: E402, F401
 from submissions.admin import fact_sheets as fact_sheet_admin  # noqa: E402, F401
 from submissions.admin import notifications as notification_admin  # noqa: E402, F401

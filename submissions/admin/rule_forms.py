@@ -1,5 +1,5 @@
-"""The ranking rule's admin form: a composite's weights as one number box per measure, instead of
-a JSON object typed by hand."""
+"""The ranking rule's admin forms (the task's own rule, and each track's): a composite's weights as
+one number box per measure, instead of a JSON object typed by hand."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 
 from submissions.boards.ranking import MEASURES
-from submissions.models import RankingRule
+from submissions.models import RankingRule, Track
 
 
 def _weight_field(measure: str, name: str) -> forms.FloatField:
@@ -20,27 +20,30 @@ def _weight_field(measure: str, name: str) -> forms.FloatField:
     )
 
 
-class RankingRuleForm(forms.ModelForm):
+# The rule's own fields, on the task's rule and on each track.
+RULE_FIELDS = [
+    "kind",
+    "measure",
+    "latency_percentile",
+    "latency_budget_ms",
+    "metric_threshold",
+    "max_parameters",
+    "max_flops",
+    "max_peak_memory_bytes",
+    "max_energy_per_sample_j",
+    "baseline",
+]
+
+
+class RuleSettingsForm(forms.ModelForm):
+    """A rule's fields, the weights as boxes; each concrete form names its model."""
+
     weight_score = _weight_field("score", MEASURES["score"])
     weight_latency = _weight_field("latency", MEASURES["latency"])
     weight_parameters = _weight_field("parameters", MEASURES["parameters"])
     weight_flops = _weight_field("flops", MEASURES["flops"])
     weight_peak_memory = _weight_field("peak_memory", MEASURES["peak_memory"])
     weight_energy = _weight_field("energy", MEASURES["energy"])
-
-    class Meta:
-        model = RankingRule
-        fields = [
-            "kind",
-            "latency_percentile",
-            "latency_budget_ms",
-            "metric_threshold",
-            "max_parameters",
-            "max_flops",
-            "max_peak_memory_bytes",
-            "max_energy_per_sample_j",
-            "baseline",
-        ]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -55,3 +58,15 @@ class RankingRuleForm(forms.ModelForm):
             if cleaned.get(f"weight_{measure}")
         }
         return cleaned
+
+
+class RankingRuleForm(RuleSettingsForm):
+    class Meta:
+        model = RankingRule
+        fields = RULE_FIELDS
+
+
+class TrackForm(RuleSettingsForm):
+    class Meta:
+        model = Track
+        fields = ["name", "slug", "description", "position", *RULE_FIELDS]

@@ -94,6 +94,18 @@ def score(value: float | None, at: PageRow) -> str:
     return formats.score(value)
 
 
+def ranked_value(value: float | None, at: PageRow) -> str:
+    """What the rule ranks on, in the unit of its measure (a composite is a plain number)."""
+    measure = at.rule.measure if at.rule.kind == ranking.MEASURE else ""
+    if measure == "latency":
+        return formats.latency(value)
+    if measure == "peak_memory":
+        return formats.size(None if value is None else int(value))
+    if measure in ("parameters", "flops"):
+        return formats.si(value)
+    return formats.score(value)
+
+
 def throughput(value: float | None, at: PageRow) -> str:
     return formats.si(value)
 
@@ -107,7 +119,8 @@ def rank(value: int | None, at: PageRow) -> str:
 
 
 def participant(value: str, at: PageRow) -> SafeString:
-    """The board's name (a team links to its page) with its chips, and why it is not ranked."""
+    """The board's name (a team links to its page) with its chips, the method of its fact sheet
+    with the links, and why it is not ranked."""
     row, s = at.row, at.row.submission
     team = s.team if not s.is_baseline else None
     name = (
@@ -116,7 +129,7 @@ def participant(value: str, at: PageRow) -> SafeString:
         else s.board_name
     )
     return format_html(
-        "{}{}{}{}{}{}",
+        "{}{}{}{}{}{}{}",
         name,
         mark_safe(' <span class="chip chip-baseline">baseline</span>') if s.is_baseline else "",
         mark_safe(
@@ -131,8 +144,24 @@ def participant(value: str, at: PageRow) -> SafeString:
         )
         if row.final
         else "",
+        _method(row),
         format_html('<div class="reason">Not ranked: {}</div>', row.reason) if row.reason else "",
     )
+
+
+def _method(row: LeaderboardRow) -> SafeString:
+    """The fact sheet's method name with its paper and code links (``URLField`` keeps only
+    http(s) and ftp ones); "" without a sheet."""
+    name = row.sheet("method_name")
+    urls = ((row.sheet(f"{link}_url"), link) for link in ("paper", "code"))
+    links = format_html_join(
+        "",
+        ' · <a href="{}" rel="nofollow noopener" data-link="{}">{}</a>',
+        ((url, link, link) for url, link in urls if url),
+    )
+    if not (name or links):
+        return mark_safe("")
+    return format_html('<div class="method" data-method>{}{}</div>', name or "method", links)
 
 
 def other_metrics(value: dict[str, float], at: PageRow) -> SafeString:

@@ -101,6 +101,13 @@ def step_chart(
     return _chart(xs, ys, labels, x_text, steps=True)
 
 
+def time_chart(
+    xs: Sequence[float], ys: Sequence[float], labels: Sequence[str], x_text: tuple[str, str]
+) -> Chart | None:
+    """A line through (x, y) pairs at their times (``xs``: timestamps): a count per day."""
+    return _chart(xs, ys, labels, x_text, steps=False)
+
+
 def line_chart(
     ys: Sequence[float], labels: Sequence[str], *, ceiling: float | None = None, y_unit: str = ""
 ) -> Chart | None:

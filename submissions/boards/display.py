@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -169,26 +170,58 @@ def _load_advice() -> str:
     )
 
 
-# What the submitter can do about a failure, keyed by a phrase of the runner's message.
-_ADVICE: list[tuple[str, str | Callable[[], str]]] = [
-    ("time limit", "Make the model faster (fewer or cheaper operators) and submit again."),
-    ("output has shape", "Make the first output [batch, *the task's output shape]."),
-    ("numeric tensor", "Make the first output a numeric tensor (float32 is safest)."),
+# A failure's cause and what the submitter can do about it, keyed by a phrase of the runner's
+# message: the submission page's advice and the host's failures-by-cause count read this table.
+_CAUSES: list[tuple[str, str, str | Callable[[], str]]] = [
+    (
+        "time limit",
+        "time limit",
+        "Make the model faster (fewer or cheaper operators) and submit again.",
+    ),
+    (
+        "output has shape",
+        "output shape",
+        "Make the first output [batch, *the task's output shape].",
+    ),
+    (
+        "numeric tensor",
+        "output type",
+        "Make the first output a numeric tensor (float32 is safest).",
+    ),
     (
         "nan or infinity",
+        "NaN or infinity",
         "Look for divisions by zero, log of zero or overflow; clip or add an epsilon.",
     ),
-    ("could not load", _load_advice),
-    ("cannot be scored", "Check the output holds what the metric expects (e.g. class scores)."),
-    ("failed while running", "Run the model locally on a batch of the task's shape to see why."),
+    ("could not load", "model does not load", _load_advice),
+    (
+        "cannot be scored",
+        "cannot be scored",
+        "Check the output holds what the metric expects (e.g. class scores).",
+    ),
+    (
+        "failed while running",
+        "failed while running",
+        "Run the model locally on a batch of the task's shape to see why.",
+    ),
 ]
+SYSTEM_CAUSE = "system (not the model)"
+OTHER_CAUSE = "other"
+
+
+def failure_cause(*, message: str, by_system: bool) -> str:
+    """A failed submission's cause, in a few words, for the host's count of failures."""
+    if by_system:
+        return SYSTEM_CAUSE
+    lowered = message.lower()
+    return next((cause for phrase, cause, _ in _CAUSES if phrase in lowered), OTHER_CAUSE)
 
 
 def failure_advice(submission: Submission) -> str:
     if submission.failed_by_system:
         return "This failure was not your model's fault and does not count in your quota."
     message = submission.error_message.lower()
-    for phrase, advice in _ADVICE:
+    for phrase, _, advice in _CAUSES:
         if phrase.lower() in message:
             return advice if isinstance(advice, str) else advice()
     return "Fix what the message says, check the model locally with onnxruntime, and resubmit."
@@ -205,12 +238,22 @@ class BoardColumn:
 
 
 def _shown(rule: ranking.Rule, columns: Sequence[Column]) -> list[tuple[Column, PageCell]]:
-    """The page's columns under this rule, left to right."""
-    return [
-        (column, cell)
-        for column, cell in page_cells(columns)
-        if rule.kind == ranking.COMPOSITE or not cell.composite_only
-    ]
+    """The page's columns under this rule, left to right. The rule's value has a column when it
+    ranks on one of its own, but for p50 latency, which has its column already; a board ranked
+    on another measure (parameters, FLOPs, memory) folds the latency under "More" in its place,
+    so it fits a phone as the main board does."""
+    measure = rule.measure if rule.kind == ranking.MEASURE else ""
+    own_value = rule.kind == ranking.COMPOSITE or (
+        measure != "" and (measure, rule.percentile) != ("latency", "p50")
+    )
+    shown = []
+    for column, cell in page_cells(columns):
+        if cell.composite_only and not own_value:
+            continue
+        if measure not in ("", "latency") and column.key == "latency_p50_ms":
+            cell = dataclasses.replace(cell, folded=True)
+        shown.append((column, cell))
+    return shown
 
 
 def board_columns(
@@ -227,7 +270,7 @@ def board_columns(
     folded: list[BoardColumn] = []
     shown = _shown(rule, columns)
     for _, cell in shown:
-        label = _label(task, cell)
+        label = _label(task, cell, rule)
         if cell.sort and cell.sort == sort:
             next_dir = "asc" if descending else "desc"
             aria = "descending" if descending else "ascending"
@@ -241,8 +284,10 @@ def board_columns(
     return headers
 
 
-def _label(task: Task, cell: PageCell) -> str:
-    return cell.label.format(metric=task.metric_label, arrow=task.direction.arrow)
+def _label(task: Task, cell: PageCell, rule: ranking.Rule) -> str:
+    label = rule.measure_label
+    ranked = label[:1].upper() + label[1:] if rule.kind == ranking.MEASURE else "Composite"
+    return cell.label.format(metric=task.metric_label, arrow=task.direction.arrow, ranked=ranked)
 
 
 def _td_open(cell: PageCell) -> str:
@@ -252,7 +297,7 @@ def _td_open(cell: PageCell) -> str:
 def _more_html(at: PageRow, folded: Sequence[tuple[Column, PageCell, str]]) -> str:
     """The row's folded columns as a list under a "More" disclosure, in their page order."""
     items = "".join(
-        f"<dt>{conditional_escape(_label(at.task, cell))}</dt>"
+        f"<dt>{conditional_escape(_label(at.task, cell, at.rule))}</dt>"
         f"<dd>{conditional_escape(cell.html(column.value(at.row), at))}</dd>"
         for column, cell, _ in folded
     )
@@ -301,7 +346,7 @@ def leaderboard_rows_html(
         elif by_rank and not row.ranked and (ranked_before or not parts):
             parts.append(
                 f'<tr class="gap unranked-gap"><td colspan="{width}">Not ranked under this '
-                "task's rule (the reason is under each name)</td></tr>"
+                "board's rule (the reason is under each name)</td></tr>"
             )
         ranked_before = row.ranked
         # "you": the viewer's own row, or their team's whoever uploaded its best entry

@@ -12,6 +12,10 @@ flight rather than leave its result to it. A result whose
 process died before its refresh is drained by recovery; ``leaderboard_differences`` lists the
 pending results it sees.
 
+A task's tracks (``Track``: the same results ranked by a rule of their own) have entries of
+their own, refreshed with the main board's, in the same transaction and under the same locks;
+the chart is one per board, the same for every track.
+
 Entries are always recomputed from Submission with the same window query the selectors define
 (``selectors.best_rows_computed``), never patched by hand, so a refresh cannot drift from it.
 The chart's steps follow a new result incrementally (``_record_add``: a running best only
@@ -64,14 +68,15 @@ from submissions.lifecycle.selectors import (
 )
 from submissions.models import Submission, Task
 from submissions.models.boards import LeaderboardEntry, LeaderboardPending, LeaderboardRecord
-from submissions.models.ranking import RankingRule, rule_on, task_rule_row
+from submissions.models.ranking import RankingRule, Track, rule_on, task_rule_row, task_tracks
 
 
-def _entry(task: Task, board: str, row: Submission) -> LeaderboardEntry:
+def _entry(task: Task, board: str, row: Submission, track: Track | None) -> LeaderboardEntry:
     verdict: ranking.Verdict = row.verdict  # type: ignore[attr-defined]
     return LeaderboardEntry(
         task=task,
         board=board,
+        track=track,
         user_id=row.user_id,
         team_id=row.team_id,
         submission=row,
@@ -91,12 +96,18 @@ def _entry(task: Task, board: str, row: Submission) -> LeaderboardEntry:
 
 
 def _entries_computed(
-    task: Task, board: str, entrants: list[str] | None, rule: ranking.Rule | None = None
+    task: Task,
+    board: str,
+    entrants: list[str] | None,
+    rule: ranking.Rule | None = None,
+    track: Track | None = None,
 ) -> list[LeaderboardEntry]:
     """The entries a refresh writes, unsaved: one per entrant, judged by the task's ranking
-    rule (``rule``, when the caller read it)."""
+    rule (``rule``, when the caller read it), or on a track by the track's."""
+    if track is not None:
+        rule = track.rule(task, board)
     return [
-        _entry(task, board, row)
+        _entry(task, board, row, track)
         for row in best_rows_computed(task=task, board=board, entrants=entrants, rule=rule)
     ]
 
@@ -147,10 +158,20 @@ def _lock_board(task_id: int, entrants: list[str] | None) -> None:
 
 
 def _refresh_entries(
-    task: Task, board: str, entrants: list[str] | None, rule: ranking.Rule | None = None
+    task: Task,
+    board: str,
+    entrants: list[str] | None,
+    rule: ranking.Rule | None = None,
+    tracks: list[Track] | None = None,
 ) -> None:
+    """Recompute the entrants' entries (every entry: ``entrants`` None) on the main board and
+    on each track (``tracks``, when the caller read them)."""
+    if tracks is None:
+        tracks = task_tracks(task)
     rows = _entries_computed(task, board, entrants, rule)
-    stale = LeaderboardEntry.objects.filter(task=task, board=board)
+    for track in tracks:
+        rows += _entries_computed(task, board, entrants, track=track)
+    stale = LeaderboardEntry.objects.filter(task=task, board=board)  # every track's too
     if entrants is not None:
         stale = stale.filter(entrants_filter(entrants, baseline="baseline"))
     stale.delete()
@@ -164,11 +185,17 @@ def _rebuild_records(task: Task, board: str) -> None:
 
 def _whole_board_moves(task: Task, submissions: Iterable[Submission]) -> bool:
     """Whether every entry may move: a composite's baseline changed (its ratios are relative
-    to it), or the rule lost its baseline (deleted)."""
-    rule = RankingRule.objects.filter(task=task, kind=ranking.COMPOSITE).first()
-    if rule is None:
-        return False
-    return rule.baseline_id is None or any(s.pk == rule.baseline_id for s in submissions)
+    to it), or the rule lost its baseline (deleted); the task's rule or a track's."""
+    composites = [
+        *RankingRule.objects.filter(task=task, kind=ranking.COMPOSITE).values_list(
+            "baseline_id", flat=True
+        ),
+        *Track.objects.filter(task=task, kind=ranking.COMPOSITE).values_list(
+            "baseline_id", flat=True
+        ),
+    ]
+    ids = {s.pk for s in submissions}
+    return any(baseline is None or baseline in ids for baseline in composites)
 
 
 def leaderboard_rebuild(*, task_id: int) -> None:
@@ -227,12 +254,14 @@ def leaderboard_differences(*, task_id: int) -> list[str]:
             f"(pending since {waiting[1]:%Y-%m-%d %H:%M:%S.%f})"
         )
     for board in BOARDS:
-        found += _differences(
-            f"{task.slug} {board} entry",
-            "entrant",
-            list(LeaderboardEntry.objects.filter(task=task, board=board)),
-            _entries_computed(task, board, None),
-        )
+        for track in [None, *task_tracks(task)]:
+            where = f" on track {track.slug}" if track is not None else ""
+            found += _differences(
+                f"{task.slug} {board} entry{where}",
+                "entrant",
+                list(LeaderboardEntry.objects.filter(task=task, board=board, track=track)),
+                _entries_computed(task, board, None, track=track),
+            )
         found += _differences(
             f"{task.slug} {board} record",
             "submission_id",
@@ -357,8 +386,9 @@ def leaderboard_submissions_changed(
             _lock_board(task_id, users)
             task = Task.objects.get(pk=task_id)  # as it is now we hold the lock
             rule_row = task_rule_row(task)  # both boards' rule in one query
+            tracks = task_tracks(task)  # and the tracks' in one more
             for board in BOARDS:
-                _refresh_entries(task, board, users, rule_on(rule_row, task, board))
+                _refresh_entries(task, board, users, rule_on(rule_row, task, board), tracks)
                 if users is None:
                     _rebuild_records(task, board)
                 else:

@@ -33,7 +33,7 @@ from submissions.boards.display import (
 from submissions.boards.ranking import Rule, describe
 from submissions.boards.row import BOARD_PUBLIC
 from submissions.lifecycle import selectors
-from submissions.models import Task
+from submissions.models import Task, Track
 
 FRAGMENT_TTL_S = 600  # a bound on memory only: a new version is a new key anyway
 # How long a browser or a shared cache in front may keep an anonymous reader's public board:
@@ -85,17 +85,32 @@ def board_cache_control(*, task: Task, board: str, user: Any) -> str:
 
 
 def board_fragments(
-    *, task: Task, board: str, user: Any, sort: str, descending: bool, page: int
+    *,
+    task: Task,
+    board: str,
+    user: Any,
+    sort: str,
+    descending: bool,
+    page: int,
+    track: Track | None = None,
 ) -> dict[str, Any]:
-    """The board's context for the task page: the page, its rows' HTML, the charts."""
+    """The board's context for the task page (its main board, or ``track``'s): the page, its
+    rows' HTML, the charts."""
     viewer = getattr(user, "pk", None)
-    key = "board-page:" + board_state(task, board, sort, descending, page, viewer)
+    slug = track.slug if track is not None else ""
+    key = "board-page:" + board_state(task, board, slug, sort, descending, page, viewer)
 
     def render() -> dict[str, Any]:
         shown = selectors.leaderboard_page(
-            task=task, board=board, user=user, sort=sort, descending=descending, page=page
+            task=task,
+            board=board,
+            track=track,
+            user=user,
+            sort=sort,
+            descending=descending,
+            page=page,
         )
-        rule = selectors.leaderboard_rule(task=task, board=board)
+        rule = selectors.leaderboard_rule(task=task, board=board, track=track)
         return {
             "page": shown,
             "rule_text": describe(rule),
@@ -110,19 +125,20 @@ def board_fragments(
                 own_submission_id=shown.own_submission_id,
                 by_rank=shown.sort == "rank" and not shown.descending,
             ),
-            **_charts(task, board, rule),
+            **_charts(task, board, rule, track),
         }
 
     return cached(key, render, FRAGMENT_TTL_S)
 
 
-def _charts(task: Task, board: str, rule: Rule) -> dict[str, Any]:
-    """The best-score and score-against-latency charts: the same for every viewer and page."""
-    key = "board-charts:" + board_state(task, board)
+def _charts(task: Task, board: str, rule: Rule, track: Track | None) -> dict[str, Any]:
+    """The best-score and score-against-latency charts: the same for every viewer and page.
+    A track's: the same steps, its own entries' points (drawn in its rank order)."""
+    key = "board-charts:" + board_state(task, board, track.slug if track is not None else "")
 
     def render() -> dict[str, Any]:
         records = selectors.leaderboard_best_over_time(task=task, board=board)
-        points = selectors.leaderboard_speed_points(task=task, board=board)
+        points = selectors.leaderboard_speed_points(task=task, board=board, track=track)
         chart = best_score_chart(records)
         pareto = pareto_chart(task=task, rule=rule, points=points)
         # Rendered here, once per version: thousands of points take the template engine

@@ -4,13 +4,16 @@ the
 API all take their order and reasons from ``judge``; ``ranking_models`` turns rows into
 ``Measures`` and a ``Rule``.
 
-Three kinds of rule:
+Four kinds of rule:
 
 - ``primary``: the primary metric, in its direction (what every board did before rules).
 - ``constrained``: the primary metric, ranking only entries within the budgets (latency at a
   chosen percentile, a minimum metric, parameters, FLOPs, peak memory, energy per sample). The
-  others are listed
-  below the ranked ones with the reason.
+  others are listed below the ranked ones with the reason.
+- ``measure``: one measure other than the score (latency at a chosen percentile, parameters,
+  FLOPs, peak memory, energy per sample), lowest first: a track of an efficiency challenge. The
+  budgets of ``constrained`` apply (NTIRE ranks runtime only among entries above a PSNR
+  threshold); an entry without the measure is not ranked.
 - ``composite``: a weighted sum over chosen measures of ``exp(2 · value / baseline value)``
   (the NTIRE efficient super-resolution score), relative to a chosen baseline submission of the
   task. **Lower is better**; the baseline itself scores ``e² · Σ weights``. For a measure where
@@ -35,7 +38,8 @@ from evaluation.metrics import Direction
 PRIMARY = "primary"
 CONSTRAINED = "constrained"
 COMPOSITE = "composite"
-KINDS = (PRIMARY, CONSTRAINED, COMPOSITE)
+MEASURE = "measure"
+KINDS = (PRIMARY, CONSTRAINED, MEASURE, COMPOSITE)
 PERCENTILES = ("p50", "p90", "p95", "p99", "mean")
 # Measures a composite may weigh; all but the score are lower-is-better.
 MEASURES = {
@@ -46,6 +50,8 @@ MEASURES = {
     "peak_memory": "peak memory",
     "energy": "energy per sample",
 }
+# Measures a ``measure`` rule may rank on, lowest first: all but the score.
+RANKED_MEASURES = tuple(m for m in MEASURES if m != "score")
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,14 @@ class Rule:
     max_energy_per_sample_j: float | None = None
     weights: Mapping[str, float] = field(default_factory=dict)
     baseline: Measures | None = None
+    measure: str = ""  # a ``measure`` rule's: one of RANKED_MEASURES
+
+    @property
+    def measure_label(self) -> str:
+        """What a ``measure`` rule ranks on, as the page and the CSV say it."""
+        if self.measure == "latency":
+            return f"{self.percentile} latency"
+        return MEASURES.get(self.measure, self.measure)
 
     @property
     def direction(self) -> Direction:
@@ -104,8 +118,10 @@ class Rule:
         on the task's device class."""
         if self.kind == PRIMARY:
             return False
+        ranks_timed = self.kind == MEASURE and self.measure in ("latency", "energy")
         return (
-            self.latency_budget_ms is not None
+            ranks_timed
+            or self.latency_budget_ms is not None
             or self.max_energy_per_sample_j is not None
             or bool(self.weights.get("latency"))
             or bool(self.weights.get("energy"))
@@ -148,6 +164,10 @@ def rule_errors(rule: Rule) -> list[str]:
         errors.append('A composite needs weights, e.g. {"latency": 0.7, "flops": 0.15, ...}.')
     if rule.kind != COMPOSITE and rule.weights:
         errors.append("Weights apply to the composite rule only; clear them first.")
+    if rule.kind == MEASURE and rule.measure not in RANKED_MEASURES:
+        errors.append(f"Choose the measure to rank on: one of {', '.join(RANKED_MEASURES)}.")
+    if rule.kind != MEASURE and rule.measure:
+        errors.append("The ranked measure applies to the one-measure rule only; clear it first.")
     return errors
 
 
@@ -237,6 +257,14 @@ def composite(rule: Rule, m: Measures) -> tuple[float | None, str]:
     return total, ""
 
 
+def _measured(rule: Rule, m: Measures) -> tuple[float | None, str]:
+    """A ``measure`` rule's value, or None and why it is missing."""
+    if rule.measure == "flops" and m.flops_incomplete:
+        return None, f"FLOPs not counted in full: {m.flops_incomplete}"
+    value = m.value(rule.measure, rule.percentile)
+    return (value, "") if value is not None else (None, f"no {rule.measure_label} measured")
+
+
 def judge(rule: Rule, m: Measures) -> Verdict:
     """Where one submission stands under the rule. ``m.score`` is never None on a board."""
     score = m.score if m.score is not None else math.nan
@@ -245,13 +273,13 @@ def judge(rule: Rule, m: Measures) -> Verdict:
     if rule.uses_latency and timed_elsewhere(rule, m):
         reasons.insert(0, f"timed on {m.device_class}, not the task's {rule.device_class}")
     value: float | None = score
-    if rule.kind == COMPOSITE:
-        value, why = composite(rule, m)
+    if rule.kind in (COMPOSITE, MEASURE):
+        value, why = composite(rule, m) if rule.kind == COMPOSITE else _measured(rule, m)
         if value is None:
             reasons.append(why)
     if reasons:
         return Verdict(False, value, by_score, "; ".join(reasons))
-    rank_key = value if rule.kind == COMPOSITE and value is not None else by_score
+    rank_key = value if rule.kind in (COMPOSITE, MEASURE) and value is not None else by_score
     return Verdict(True, value, rank_key)
 
 
@@ -280,6 +308,9 @@ def describe(rule: Rule) -> str:
     if rule.kind == CONSTRAINED:
         metric = metric_label(rule.metric)
         return f"Ranked by {metric} ({direction} is better) among entries with {budgets}."
+    if rule.kind == MEASURE:
+        among = f" among entries with {budgets}" if budgets != "no budget" else ""
+        return f"Ranked by {rule.measure_label} (lower is better){among}."
     terms = " + ".join(
         f"{w:g}·exp(2·{MEASURES[k] if k != 'score' else metric_label(rule.metric)} ratio)"
         for k, w in sorted(rule.weights.items())

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from submissions.boards import cells
-from submissions.models import Submission
+from submissions.models import FactSheet, Submission
 from submissions.models.ranking import submission_measures
 
 BOARD_PUBLIC = "public"
@@ -36,6 +36,11 @@ class LeaderboardRow:
     reason: str = ""  # why it is not ranked
     board: str = BOARD_PUBLIC
     finals: bool = False  # the board ranks each participant's finals (private, with a limit)
+    fact_sheet: FactSheet | None = None  # the entrant's on this phase; None: none saved
+
+    def sheet(self, name: str) -> str:
+        """A field of the entrant's fact sheet; "" without one."""
+        return getattr(self.fact_sheet, name, "") if self.fact_sheet is not None else ""
 
     @property
     def ranked(self) -> bool:
@@ -83,13 +88,14 @@ class PageCell:
     """How the board page shows a column: where, under which header, sorted how, drawn how."""
 
     place: int  # left to right on the page
-    label: str  # the header; "{metric}" and "{arrow}" are filled in by the page
+    label: str  # the header; "{metric}", "{arrow}" and "{ranked}" are filled in by the page
     html: cells.Renderer  # the cell's content from the column's value
     sort: str = ""  # the name ``?sort=`` gives it; "" for a column the page cannot sort by
     order_by: str = ""  # the LeaderboardEntry field that sort orders by
     css: str = "num"  # the cell's classes; "num" aligns the header and the cell as numbers
     first_dir: str = "asc"  # the header's first click: "asc", "desc", or "best" first
-    composite_only: bool = False  # shown only under a composite rule
+    # shown only under a rule that ranks on a value of its own (a composite, one measure)
+    composite_only: bool = False
     # Folded into the row's "More" cell rather than given a column of its own: a board of every
     # column was wider than a laptop's screen. Rank, name, score and latency keep columns.
     folded: bool = False
@@ -222,9 +228,10 @@ COLUMNS: tuple[Column, ...] = (
         lambda r: r.value,
         float,
         null=True,
-        help="What the rule ranks on: the score, or the composite score (lower is better).",
+        help="What the rule ranks on: the score, the composite score or the one measure "
+        "(these two lower is better).",
         page=PageCell(
-            4, "Composite ↓", cells.score, "value", "value", "num value", composite_only=True
+            4, "{ranked} ↓", cells.ranked_value, "value", "value", "num value", composite_only=True
         ),
     ),
     Column("not_ranked_because", lambda r: r.reason, str),
@@ -297,6 +304,26 @@ COLUMNS: tuple[Column, ...] = (
             "submission__peak_memory_bytes",
             folded=True,
         ),
+    ),
+    # From the entrant's fact sheet on a challenge's phase; last, so earlier columns stay put.
+    Column(
+        "method_name",
+        lambda r: r.sheet("method_name"),
+        str,
+        # on the page under the participant's name (cells.participant), with the links
+        help="The method's name from the entrant's fact sheet on this phase; '' without one.",
+    ),
+    Column(
+        "paper_url",
+        lambda r: r.sheet("paper_url"),
+        str,
+        help="The paper link of the entrant's fact sheet; '' without one.",
+    ),
+    Column(
+        "code_url",
+        lambda r: r.sheet("code_url"),
+        str,
+        help="The code link of the entrant's fact sheet; '' without one.",
     ),
 )
 

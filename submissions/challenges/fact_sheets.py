@@ -10,6 +10,7 @@ from typing import Any
 from django.db import transaction
 
 from plumbing.refusals import Refused
+from submissions.boards.cache import board_changed
 from submissions.lifecycle.quotas import team_id_of
 from submissions.models import FactSheet, Task
 
@@ -49,6 +50,10 @@ def fact_sheet_save(*, user: Any, task: Task, values: dict[str, Any]) -> FactShe
                 setattr(sheet, name, values[name])
         sheet.full_clean()
         sheet.save()
+        # The board shows the method and links: its cached pages and ETags are stale now, and
+        # again at commit (as a board refresh bumps it), so no read in between keeps the old.
+        board_changed(task_id=task.pk)
+        transaction.on_commit(lambda: board_changed(task_id=task.pk))
         return sheet
 
 

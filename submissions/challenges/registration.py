@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
 
 from plumbing.refusals import NotAllowed
-from submissions.models import Challenge, ChallengeRegistration, Task
+from submissions.models import Challenge, ChallengeRegistration, Task, TeamMembership
 
 APPROVED = ChallengeRegistration.Status.APPROVED
 
@@ -34,6 +35,18 @@ def registrations_of(*, user: Any, challenge: Challenge) -> QuerySet[ChallengeRe
 
 def is_registered(*, user: Any, challenge: Challenge) -> bool:
     return registrations_of(user=user, challenge=challenge).filter(status=APPROVED).exists()
+
+
+def registered_users(*, challenge: Challenge) -> QuerySet[Any]:
+    """Every user who counts as registered (``is_registered``): approved alone, or a member of
+    an approved team; each once."""
+    approved = ChallengeRegistration.objects.filter(challenge=challenge, status=APPROVED)
+    alone = approved.filter(team__isnull=True).values("user_id")
+    teams = approved.filter(team__isnull=False).values("team_id")
+    users = get_user_model().objects.filter(
+        Q(pk__in=alone) | Q(pk__in=TeamMembership.objects.filter(team__in=teams).values("user_id"))
+    )
+    return users.order_by("pk")
 
 
 def can_see(*, user: Any, challenge: Challenge) -> bool:

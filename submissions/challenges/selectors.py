@@ -12,7 +12,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from submissions.challenges.registration import can_see, registrations_of
-from submissions.models import Challenge, ChallengeRegistration, Task
+from submissions.models import Announcement, Challenge, ChallengeRegistration, Task
 
 
 def challenge_list_visible(*, user: Any) -> QuerySet[Challenge]:
@@ -66,6 +66,7 @@ def challenge_timeline(*, challenge: Challenge, now: Any = None) -> list[Phase]:
         return "closed" if task.has_closed(now) else "current"
 
     phases = challenge_phases(challenge=challenge).select_related("device_class")
+    phases = phases.prefetch_related("tracks")  # each phase's boards are linked
     return [Phase(i + 1, task, state(task)) for i, task in enumerate(phases)]
 
 
@@ -89,3 +90,14 @@ def registration_of(*, user: Any, challenge: Challenge) -> ChallengeRegistration
         .first()
     )
     return found
+
+
+def challenge_announcements(
+    *, challenge_id: int | None, limit: int | None = None
+) -> list[Announcement]:
+    """The challenge's announcements, newest first (the ``limit`` newest); none for a task
+    outside a challenge (``challenge_id`` None)."""
+    if challenge_id is None:
+        return []
+    found = Announcement.objects.filter(challenge_id=challenge_id).order_by("-posted_at", "-pk")
+    return list(found[:limit] if limit is not None else found)

@@ -96,7 +96,8 @@ class PhaseAdvanced:
 
 
 def _to_carry(source: Task, carry: Literal["best", "selected"]) -> list[Submission]:
-    """Each entrant's best (their public board entry); with "selected", their selected finals
+    """Each entrant's best (their public board entries: on the main board and on each track,
+    whose best may be another model, e.g. the fastest); with "selected", their selected finals
     instead, where they selected any."""
     entries = LeaderboardEntry.objects.filter(task=source, board=BOARD_PUBLIC, baseline=False)
     best = Submission.objects.filter(pk__in=entries.values("submission_id"))

@@ -70,3 +70,38 @@ TASKS: dict[str, dict[str, Any]] = {
         time_limit_s=120,
     ),
 }
+
+# The demo's challenge: two phases of super-resolution x2 (the same shapes and metric as sr-x2,
+# hidden images from seeds of their own), each ranked on a main board (PSNR) and an efficiency
+# track (p50 latency among entries with PSNR ≥ EFFICIENCY_PSNR), as NTIRE's efficient SR runs.
+EFFICIENCY_PSNR = 33.0  # the demo's bicubic and sub-pixel baselines pass, nearest does not
+_SR_PHASE = {k: v for k, v in TASKS["sr-x2"].items() if k != "title"}
+TASKS["esr-dev"] = dict(_SR_PHASE, title="Efficient SR ×2: development phase")
+TASKS["esr-test"] = dict(_SR_PHASE, title="Efficient SR ×2: test phase")
+
+CHALLENGE: dict[str, Any] = dict(
+    slug="efficient-sr",
+    title="Efficient super-resolution ×2",
+    overview=(
+        "Upscale 16×16 grey images to 32×32 as well as you can, and as fast as you can. Two "
+        "phases: **development** (open now) and **test** (opens when development closes; your "
+        "best development entries are carried over). Each phase has two boards: the main one "
+        "ranks PSNR, the *Efficiency* track ranks p50 latency among entries with PSNR ≥ "
+        f"{EFFICIENCY_PSNR:g} dB."
+    ),
+    rules=(
+        "- Register and accept the terms before your first submission.\n"
+        "- Fill in your fact sheet (method, code, training data) on each phase you enter."
+    ),
+    terms="Entries and fact sheets may be published with the results.",
+)
+# (task slug, seed of its hidden images, days from now it opens, days from now it closes)
+CHALLENGE_PHASES = [("esr-dev", 10, -1, 14), ("esr-test", 11, 14, 21)]
+EFFICIENCY_TRACK: dict[str, Any] = dict(
+    name="Efficiency",
+    slug="efficiency",
+    description=f"Fastest entries with PSNR ≥ {EFFICIENCY_PSNR:g} dB, by p50 latency per batch.",
+    kind="measure",
+    measure="latency",
+    metric_threshold=EFFICIENCY_PSNR,
+)

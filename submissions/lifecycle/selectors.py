@@ -30,16 +30,17 @@ from submissions.boards.cache import cached
 from submissions.boards.row import BOARD_PRIVATE, BOARD_PUBLIC, SORT_FIELDS, LeaderboardRow
 from submissions.challenges.selectors import challenge_list_visible
 from submissions.lifecycle import turns
-from submissions.models import Submission, Task, TaskQuerySet
+from submissions.models import FactSheet, Submission, Task, TaskQuerySet
 from submissions.models.boards import LeaderboardEntry, LeaderboardRecord, entrant_key
-from submissions.models.ranking import submission_measures, task_rule
+from submissions.models.ranking import Track, submission_measures, task_rule
 from submissions.models.task_files import TaskFile
 from submissions.models.teams import Team, TeamMembership
 
 
 def task_list_visible(*, user: Any) -> QuerySet[Task]:
-    # pages show requires_gpu and its name, and whether the dataset was ever replaced
-    tasks = Task.objects.select_related("device_class", "current_dataset")
+    # pages show requires_gpu and its name, whether the dataset was ever replaced, and the
+    # challenge a phase belongs to
+    tasks = Task.objects.select_related("device_class", "current_dataset", "challenge")
     return _visible_to(tasks, user=user)
 
 
@@ -123,6 +124,7 @@ LEADERBOARD_PAGE_SIZE = 50
 @dataclass(frozen=True)
 class LeaderboardPage:
     board: str
+    track: Track | None  # None: the task's main board
     rows: list[LeaderboardRow]
     mine: LeaderboardRow | None  # the viewer's own row when it is not on this page
     own_submission_id: int | None  # the submission behind the viewer's (or their team's) row
@@ -374,14 +376,48 @@ def records_computed(*, task: Task, board: str = BOARD_PUBLIC) -> list[ScoreReco
 # use.
 
 
-def _entries(task: Task, board: str) -> QuerySet[LeaderboardEntry]:
-    return LeaderboardEntry.objects.filter(task=task, board=board)
+def _entries(task: Task, board: str, track: Track | None = None) -> QuerySet[LeaderboardEntry]:
+    return LeaderboardEntry.objects.filter(task=task, board=board, track=track)
+
+
+def leaderboard_tracks(*, task: Task) -> list[Track]:
+    """The task's tracks in tab order: the boards beside its main one."""
+    return list(Track.objects.filter(task=task))
+
+
+def leaderboard_track(*, task: Task, slug: str) -> Track | None:
+    """The track ``slug`` of the task; None for "" (the main board); else ``Track.DoesNotExist``
+    saying so."""
+    if not slug:
+        return None
+    track = Track.objects.filter(task=task, slug=slug).select_related("baseline").first()
+    if track is None:
+        raise Track.DoesNotExist(f"No track '{slug}' on this task.")
+    return track
 
 
 _RANK_ORDER = ["unranked", "rank_key", "created_at", "submission_id"]
 
 
-def _row(task: Task, entry: LeaderboardEntry, rank: int) -> LeaderboardRow:
+def _fact_sheets(task: Task, entries: Collection[LeaderboardEntry]) -> dict[str, FactSheet]:
+    """The entrants' fact sheets on a challenge's phase, by entrant key: one query (none off a
+    challenge, where nobody is asked for one). A baseline has none."""
+    teams = {e.team_id for e in entries if e.team_id is not None}
+    users = {e.user_id for e in entries if e.team_id is None and not e.baseline}
+    if task.challenge_id is None or not (teams or users):
+        return {}
+    sheets = FactSheet.objects.filter(task=task).filter(
+        Q(team_id__in=teams) | Q(team__isnull=True, user_id__in=users)
+    )
+    return {
+        entrant_key(baseline=False, submission_id=0, team_id=s.team_id, user_id=s.user_id): s
+        for s in sheets
+    }
+
+
+def _row(
+    task: Task, entry: LeaderboardEntry, rank: int, sheets: dict[str, FactSheet] | None = None
+) -> LeaderboardRow:
     return LeaderboardRow(
         None if entry.unranked else rank,
         entry.submission,
@@ -392,32 +428,40 @@ def _row(task: Task, entry: LeaderboardEntry, rank: int) -> LeaderboardRow:
         entry.reason,
         board=entry.board,
         finals=entry.board == BOARD_PRIVATE and bool(task.final_selections),
+        fact_sheet=(sheets or {}).get(entry.entrant),
     )
 
 
-def leaderboard(*, task: Task, board: str = BOARD_PUBLIC) -> list[LeaderboardRow]:
-    """Every ranked user with the full best submission (for the CSV export). One query."""
+def leaderboard(
+    *, task: Task, board: str = BOARD_PUBLIC, track: Track | None = None
+) -> list[LeaderboardRow]:
+    """Every ranked user with the full best submission (for the CSV export). One query; on a
+    challenge's phase one more, for the entrants' fact sheets."""
     entries = (
-        _entries(task, board)
+        _entries(task, board, track)
         .select_related("submission__user", "submission__team")
         .order_by(*_RANK_ORDER)
     )
-    return [_row(task, entry, index + 1) for index, entry in enumerate(entries)]
+    listed = list(entries)
+    sheets = _fact_sheets(task, listed)
+    return [_row(task, entry, index + 1, sheets) for index, entry in enumerate(listed)]
 
 
-def _own_row(task: Task, board: str, user: Any) -> LeaderboardRow | None:
+def _own_row(
+    task: Task, board: str, user: Any, track: Track | None = None
+) -> LeaderboardRow | None:
     if not getattr(user, "pk", None):
         return None
     teams = Team.objects.filter(task=task, memberships__user=user).values("pk")
     entry = (
-        _entries(task, board)
+        _entries(task, board, track)
         .filter(Q(team__in=teams) | Q(user=user, team__isnull=True, baseline=False))
         .select_related("submission__user", "submission__team")
         .first()
     )
     if entry is None:
         return None
-    better = _entries(task, board).filter(
+    better = _entries(task, board, track).filter(
         Q(unranked__lt=entry.unranked)
         | Q(unranked=entry.unranked, rank_key__lt=entry.rank_key)
         | Q(unranked=entry.unranked, rank_key=entry.rank_key, created_at__lt=entry.created_at)
@@ -428,7 +472,7 @@ def _own_row(task: Task, board: str, user: Any) -> LeaderboardRow | None:
             submission_id__lt=entry.submission_id,
         )
     )
-    return _row(task, entry, better.count() + 1)
+    return _row(task, entry, better.count() + 1, _fact_sheets(task, [entry]))
 
 
 @dataclass(frozen=True)
@@ -463,6 +507,7 @@ def leaderboard_page(
     *,
     task: Task,
     board: str = BOARD_PUBLIC,
+    track: Track | None = None,
     user: Any = None,
     sort: str = "rank",
     descending: bool = False,
@@ -472,7 +517,7 @@ def leaderboard_page(
     """One page of the board sorted by any column, with each row's rank. A fixed number of
     queries whatever the board's size: count, the page (rank is a window over the board's
     entries, computed before the sort and the LIMIT), and the viewer's own row and rank."""
-    entries = _entries(task, board)
+    entries = _entries(task, board, track)
     total = entries.count()
     pages = max(1, -(-total // page_size))
     page = min(max(1, page), pages)
@@ -493,11 +538,13 @@ def leaderboard_page(
     by_id = LeaderboardEntry.objects.select_related("submission__user", "submission__team").in_bulk(
         list(ranks)
     )
-    shown = [_row(task, by_id[pk], rank) for pk, rank in ranks.items()]
-    own = _own_row(task, board, user)
+    sheets = _fact_sheets(task, list(by_id.values()))
+    shown = [_row(task, by_id[pk], rank, sheets) for pk, rank in ranks.items()]
+    own = _own_row(task, board, user, track)
     on_page = own is not None and any(r.submission.pk == own.submission.pk for r in shown)
     return LeaderboardPage(
         board=board,
+        track=track,
         rows=shown,
         mine=None if on_page else own,
         own_submission_id=own.submission.pk if own is not None else None,
@@ -519,11 +566,14 @@ class SpeedPoint:
     latency_spread: float | None = None  # across its timing passes
 
 
-def leaderboard_speed_points(*, task: Task, board: str = BOARD_PUBLIC) -> list[SpeedPoint]:
+def leaderboard_speed_points(
+    *, task: Task, board: str = BOARD_PUBLIC, track: Track | None = None
+) -> list[SpeedPoint]:
     """Score, p50 latency and its spread of each entry with a latency, for the
-    score-versus-latency chart. One query of five columns, whatever the board's size."""
+    score-versus-latency chart, in the board's rank order. One query of five columns, whatever
+    the board's size."""
     rows = (
-        _entries(task, board)
+        _entries(task, board, track)
         .filter(latency_p50_ms__isnull=False)
         .order_by(*_RANK_ORDER)
         .values_list(
@@ -540,9 +590,12 @@ def leaderboard_speed_points(*, task: Task, board: str = BOARD_PUBLIC) -> list[S
     ]
 
 
-def leaderboard_rule(*, task: Task, board: str = BOARD_PUBLIC) -> ranking.Rule:
-    """The task's ranking rule on this board, for the page, the CSV and the API to describe."""
-    return task_rule(task, board)
+def leaderboard_rule(
+    *, task: Task, board: str = BOARD_PUBLIC, track: Track | None = None
+) -> ranking.Rule:
+    """The ranking rule of the task's board (or of one of its tracks), for the page, the CSV
+    and the API to describe."""
+    return track.rule(task, board) if track is not None else task_rule(task, board)
 
 
 def leaderboard_best_over_time(*, task: Task, board: str = BOARD_PUBLIC) -> list[ScoreRecord]:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from submissions.models.announcements import Announcement, AnnouncementDelivery
 from submissions.models.boards import LeaderboardEntry, LeaderboardPending, LeaderboardRecord
 from submissions.models.challenges import Challenge, ChallengeRegistration, FactSheet
 from submissions.models.core import DeviceClass, Submission, SubmissionQuerySet, Task, TaskQuerySet
 from submissions.models.datasets import DatasetVersion
 from submissions.models.notifications import Notification, Webhook, WebhookDelivery
-from submissions.models.ranking import RankingRule
+from submissions.models.ranking import RankingRule, Track
 from submissions.models.task_files import TaskFile, TaskFileQuerySet
 from submissions.models.teams import Team, TeamInvite, TeamMembership
 
 __all__ = [
+    "Announcement",
+    "AnnouncementDelivery",
     "Challenge",
     "ChallengeRegistration",
     "DatasetVersion",
@@ -31,6 +34,7 @@ __all__ = [
     "Team",
     "TeamInvite",
     "TeamMembership",
+    "Track",
     "Webhook",
     "WebhookDelivery",
 ]

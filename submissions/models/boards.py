@@ -13,11 +13,16 @@ from django.db import models
 
 
 class LeaderboardEntry(models.Model):
-    """One user's best eligible submission on one board (public or private) of one task; a
-    baseline is an entry of its own (``baseline``), however many its uploader made."""
+    """One user's best eligible submission on one board (public or private) of one task, on its
+    main board or one of its tracks (``track``); a baseline is an entry of its own
+    (``baseline``), however many its uploader made."""
 
     task = models.ForeignKey("submissions.Task", on_delete=models.CASCADE, related_name="+")
     board = models.CharField(max_length=8)
+    # None: the task's main board, ranked by its own rule; else a track's, ranked by the track's.
+    track = models.ForeignKey(
+        "submissions.Track", on_delete=models.CASCADE, null=True, related_name="+"
+    )
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     submission = models.ForeignKey(
         "submissions.Submission", on_delete=models.CASCADE, related_name="+"
@@ -44,27 +49,45 @@ class LeaderboardEntry(models.Model):
     )
 
     class Meta:
+        # Conditions, not a nullable column in the keys: NULL tracks would never collide.
         constraints = [
             models.UniqueConstraint(
                 fields=["task", "board", "user"],
-                condition=models.Q(baseline=False, team__isnull=True),
+                condition=models.Q(baseline=False, team__isnull=True, track__isnull=True),
                 name="one_entry_per_user",
             ),
             models.UniqueConstraint(
                 fields=["task", "board", "team"],
-                condition=models.Q(team__isnull=False),
+                condition=models.Q(team__isnull=False, track__isnull=True),
                 name="one_entry_per_team",
+            ),
+            models.UniqueConstraint(
+                fields=["track", "board", "user"],
+                condition=models.Q(baseline=False, team__isnull=True, track__isnull=False),
+                name="one_track_entry_per_user",
+            ),
+            models.UniqueConstraint(
+                fields=["track", "board", "team"],
+                condition=models.Q(team__isnull=False, track__isnull=False),
+                name="one_track_entry_per_team",
             ),
         ]
         indexes = [
             models.Index(
                 fields=["task", "board", "unranked", "rank_key", "created_at", "submission"],
+                condition=models.Q(track__isnull=True),
                 name="leaderboard_rank",
-            )
+            ),
+            models.Index(
+                fields=["track", "board", "unranked", "rank_key", "created_at", "submission"],
+                condition=models.Q(track__isnull=False),
+                name="leaderboard_track_rank",
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.task_id}/{self.board}: user {self.user_id} {self.score}"
+        track = f" track {self.track_id}" if self.track_id is not None else ""
+        return f"{self.task_id}/{self.board}{track}: user {self.user_id} {self.score}"
 
     @property
     def entrant(self) -> str:
@@ -87,7 +110,9 @@ def entrant_key(*, baseline: bool, submission_id: int, team_id: int | None, user
 
 
 class LeaderboardRecord(models.Model):
-    """A submission that beat every earlier eligible one: a step of the best-score chart."""
+    """A submission that beat every earlier eligible one: a step of the best-score chart. One
+    chart per task and board, tracks included: they rank the same results, whose best score
+    over time is the same whatever the ranking."""
 
     task = models.ForeignKey("submissions.Task", on_delete=models.CASCADE, related_name="+")
     board = models.CharField(max_length=8)

@@ -1,7 +1,8 @@
-"""A task's ranking rule as a row (set in the admin), and the glue from rows to the pure
-``submissions.boards.ranking`` module: a Submission's ``Measures`` and the task's ``Rule``.
+"""A task's ranking rule as a row (set in the admin), its tracks (more boards of the same results,
+each with a rule of its own), and the glue from rows to the pure ``submissions.boards.ranking``
+module: a Submission's ``Measures`` and the task's ``Rule``.
 
-A task without a row is ranked by its primary metric.
+A task without a rule row is ranked by its primary metric on its main board.
 """
 
 from __future__ import annotations
@@ -23,27 +24,34 @@ def validate_weights(value: Any) -> None:
         raise ValidationError('Weights are a JSON object, e.g. {"latency": 0.7, "flops": 0.3}.')
 
 
-class RankingRule(models.Model):
-    """How one task's boards are ordered. Saving it through the admin re-ranks the read models
-    in the same transaction (``TaskAdmin.save_related`` → ``leaderboard_rebuild``)."""
+class RuleSettings(models.Model):
+    """A ranking rule's settings, and how they become a pure ``ranking.Rule``: the task's own
+    rule (``RankingRule``) and each of its tracks' (``Track``) are these."""
 
-    task = models.OneToOneField(
-        "submissions.Task", on_delete=models.CASCADE, related_name="ranking_rule"
-    )
+    task_id: int  # each concrete rule says how it belongs to its task
     kind = models.CharField(
         max_length=16,
         choices=[
             (ranking.PRIMARY, "Primary metric"),
             (ranking.CONSTRAINED, "Primary metric within budgets"),
+            (ranking.MEASURE, "One measure, lowest first (latency, parameters, FLOPs, memory)"),
             (ranking.COMPOSITE, "Composite score relative to a baseline"),
         ],
         default=ranking.PRIMARY,
+    )
+    measure = models.CharField(
+        max_length=16,
+        blank=True,
+        choices=[(m, ranking.MEASURES[m]) for m in ranking.RANKED_MEASURES],
+        help_text="One-measure rules only: what entries are ranked on, lowest first "
+        "(latency at the percentile below). Budgets and the minimum metric still apply.",
     )
     latency_percentile = models.CharField(
         max_length=4,
         choices=[(p, p) for p in ranking.PERCENTILES],
         default="p50",
-        help_text="The per-batch latency the budget and the composite's latency weight use.",
+        help_text="The per-batch latency the budget, a latency ranking and the composite's "
+        "latency weight use.",
     )
     latency_budget_ms = models.FloatField(null=True, blank=True)
     metric_threshold = models.FloatField(
@@ -78,8 +86,8 @@ class RankingRule(models.Model):
         help_text="Composite only: the submission of this task every ratio is relative to.",
     )
 
-    def __str__(self) -> str:
-        return f"{self.task_id}: {self.kind}"
+    class Meta:
+        abstract = True
 
     def rule(self, task: Task, board: str) -> ranking.Rule:
         baseline = self.baseline
@@ -115,7 +123,41 @@ class RankingRule(models.Model):
             max_peak_memory_bytes=self.max_peak_memory_bytes,
             max_energy_per_sample_j=self.max_energy_per_sample_j,
             weights=dict(self.weights or {}),
+            measure=self.measure,
         )
+
+
+class RankingRule(RuleSettings):
+    """How one task's boards are ordered. Saving it through the admin re-ranks the read models
+    in the same transaction (``TaskAdmin.save_related`` → ``leaderboard_rebuild``)."""
+
+    task = models.OneToOneField(
+        "submissions.Task", on_delete=models.CASCADE, related_name="ranking_rule"
+    )
+
+    def __str__(self) -> str:
+        return f"{self.task_id}: {self.kind}"
+
+
+class Track(RuleSettings):
+    """Another board of a task (a phase): the same results ranked by a rule of its own, e.g. an
+    efficiency track beside the main one. Each track has its own read models (public and
+    private), kept and rebuilt with the task's main board (``submissions.boards.leaderboard``)."""
+
+    task = models.ForeignKey("submissions.Task", on_delete=models.CASCADE, related_name="tracks")
+    name = models.CharField(max_length=60, help_text="The board's tab, e.g. 'Efficiency'.")
+    slug = models.SlugField(max_length=40, help_text="In the board's links: ?track=<slug>.")
+    description = models.CharField(max_length=300, blank=True)
+    position = models.PositiveSmallIntegerField(default=1, help_text="Tabs go in this order.")
+
+    class Meta:
+        ordering = ["task", "position", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "slug"], name="one_track_slug_per_task")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
 
 
 def submission_measures(s: Submission, board: str) -> ranking.Measures:
@@ -141,6 +183,11 @@ def task_rule(task: Task, board: str) -> ranking.Rule:
 def task_rule_row(task: Task) -> RankingRule | None:
     """The task's rule with its baseline (one query); None: the primary metric."""
     return RankingRule.objects.filter(task=task).select_related("baseline").first()
+
+
+def task_tracks(task: Task) -> list[Track]:
+    """The task's tracks in tab order, with their baselines (one query)."""
+    return list(Track.objects.filter(task=task).select_related("baseline"))
 
 
 def rule_on(row: RankingRule | None, task: Task, board: str) -> ranking.Rule:

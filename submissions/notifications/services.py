@@ -13,7 +13,8 @@ The path of one notification:
 3. The job sends the e-mail, once, and enqueues one ``webhook_deliver`` job per interested
    webhook (retried with back-off by rq), then marks the row dispatched.
 4. ``notifications_sweep`` (recovery, and ``manage.py notifications_send``) enqueues rows that
-   are still pending after NOTIFICATIONS_SWEEP_AFTER_S, so nothing is lost to a Redis outage.
+   are still pending after NOTIFICATIONS_SWEEP_AFTER_S, so nothing is lost to a Redis outage;
+   it sweeps the challenges' announcement e-mails too (``announcements.py``).
 """
 
 from __future__ import annotations
@@ -78,14 +79,14 @@ def _enqueue_logging_redis_errors(notification_id: int) -> None:
         log.exception("notification %s stays pending: its enqueue failed", notification_id)
 
 
-def _queue() -> Queue:
+def notifier_queue() -> Queue:
     """A plain rq Queue: django-rq's would wait for a commit that, in a job, may never come.
     Every caller here runs after the status change's commit already."""
     connection = queue_redis(settings.NOTIFICATIONS_QUEUE)  # one pool per process
     return Queue(settings.NOTIFICATIONS_QUEUE, connection=connection, default_timeout=300)
 
 
-def _job_pending(queue: Queue, job_id: str) -> bool:
+def job_pending(queue: Queue, job_id: str) -> bool:
     try:
         return Job.fetch(job_id, connection=queue.connection).get_status() in _PENDING_JOB
     except NoSuchJobError:
@@ -97,9 +98,9 @@ def notification_enqueue(*, notification_id: int, new: bool = False) -> bool:
     waiting there (not asked for a ``new`` row, just committed: every evaluation records one,
     and the look cost the worker a round trip). The job goes in one MULTI/EXEC.
     Raises RedisError when Redis is down."""
-    queue = _queue()
+    queue = notifier_queue()
     job_id = f"notification-{notification_id}"
-    if not new and _job_pending(queue, job_id):
+    if not new and job_pending(queue, job_id):
         return False
     enqueue_in_one_round_trip(
         queue,
@@ -117,6 +118,10 @@ def notifications_sweep(*, older_than_s: float | None = None) -> list[int]:
     (default NOTIFICATIONS_SWEEP_AFTER_S). Returns the ids enqueued."""
     if older_than_s is None:
         older_than_s = settings.NOTIFICATIONS_SWEEP_AFTER_S
+    # Announcements' e-mails ride the same queue and are swept with these (recovery runs this).
+    from submissions.notifications.announcements import announcements_sweep  # it imports us
+
+    announcements_sweep(older_than_s=older_than_s)
     cutoff = timezone.now() - timedelta(seconds=older_than_s)
     pending = Notification.objects.filter(dispatched_at__isnull=True, created_at__lte=cutoff)
     ids = list(pending.order_by("created_at").values_list("pk", flat=True)[:SWEEP_BATCH])
@@ -148,9 +153,9 @@ def notification_dispatch(notification_id: int) -> str:
 
 
 def _delivery_enqueue(*, notification_id: int, webhook_id: int) -> None:
-    queue = _queue()
+    queue = notifier_queue()
     job_id = f"webhook-{notification_id}-{webhook_id}"
-    if _job_pending(queue, job_id):
+    if job_pending(queue, job_id):
         return
     intervals = list(settings.WEBHOOK_RETRY_INTERVALS_S)
     queue.enqueue(

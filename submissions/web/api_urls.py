@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from submissions.web import (
+    analytics_apis,
     apis,
     challenge_apis,
     fact_sheet_apis,
@@ -26,6 +27,11 @@ urlpatterns = [
     path("tasks/", apis.TaskListApi.as_view(), name="api-task-list"),
     path("tasks/<slug:slug>/", apis.TaskDetailApi.as_view(), name="api-task-detail"),
     path("tasks/<slug:slug>/leaderboard/", apis.LeaderboardApi.as_view(), name="api-leaderboard"),
+    path(
+        "tasks/<slug:slug>/analytics/",
+        analytics_apis.TaskAnalyticsApi.as_view(),
+        name="api-task-analytics",
+    ),
     path("tasks/<slug:slug>/quota/", quota_apis.TaskQuotaApi.as_view(), name="api-task-quota"),
     path(
         "tasks/<slug:slug>/files/", task_file_apis.TaskFileListApi.as_view(), name="api-task-files"

@@ -34,6 +34,7 @@ from submissions.web.serializers import (
     SubmissionListQuerySerializer,
     SubmissionSerializer,
     TaskSerializer,
+    TrackSerializer,
     leaderboard_rows_data,
 )
 
@@ -61,7 +62,7 @@ class TaskListApi(APIView):
 
     @extend_schema(responses=TaskSerializer(many=True))
     def get(self, request: Request) -> Response:
-        tasks = selectors.task_list_visible(user=request.user)
+        tasks = selectors.task_list_visible(user=request.user).prefetch_related("tracks")
         return Response(TaskSerializer(tasks, many=True).data)
 
 
@@ -75,7 +76,8 @@ class TaskDetailApi(APIView):
 
 
 class LeaderboardApi(APIView):
-    """One page of the board (``page``, ``page_size`` up to 500, ``board``=public|private)."""
+    """One page of the board (``page``, ``page_size`` up to 500, ``board``=public|private,
+    ``track``=a track's slug, or empty for the main board)."""
 
     permission_classes = [AllowAny]
 
@@ -91,6 +93,7 @@ class LeaderboardApi(APIView):
         query = params_validated(LeaderboardApiQuerySerializer, request.query_params)
         if query["board"] not in selectors.leaderboard_boards(task=task, user=request.user):
             raise Http404("The private leaderboard is not revealed yet.")
+        selectors.leaderboard_track(task=task, slug=query["track"])  # 404 for an unknown one
         rescoring = selectors.task_rescoring_count(task=task)
         state = board_state(task, "api", sorted(query.items()), rescoring)
         etag = f'"{state}"'
@@ -109,13 +112,16 @@ class LeaderboardApi(APIView):
 def _board(task: Task, query: dict[str, Any], rescoring: int) -> dict[str, Any]:
     """The leaderboard API's answer, the same for every viewer allowed to see it: kept per board
     version and query (``board_cached``)."""
-    page = selectors.leaderboard_page(task=task, **query)
-    rule = selectors.leaderboard_rule(task=task, board=page.board)
+    track = selectors.leaderboard_track(task=task, slug=query["track"])
+    page = selectors.leaderboard_page(task=task, **{**query, "track": track})
+    rule = selectors.leaderboard_rule(task=task, board=page.board, track=track)
     return {
         "task": task.slug,
         "metric": task.metric,
         "higher_is_better": task.higher_is_better,
         "board": page.board,
+        "track": query["track"],
+        "tracks": TrackSerializer(selectors.leaderboard_tracks(task=task), many=True).data,
         "frozen_at": page.frozen_at,
         "rescoring": rescoring,
         "finals": selectors.final_selection_text(task=task, board=page.board),

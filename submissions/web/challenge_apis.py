@@ -43,6 +43,12 @@ class ChallengeSerializer(serializers.ModelSerializer):
         fields = ["slug", "title", "starts_at", "ends_at", "visibility", "requires_approval"]
 
 
+class AnnouncementSerializer(serializers.Serializer):
+    title = serializers.CharField()
+    body = serializers.CharField(help_text="Markdown.")
+    posted_at = serializers.DateTimeField()
+
+
 class ChallengeDetailSerializer(serializers.Serializer):
     slug = serializers.SlugField()
     title = serializers.CharField()
@@ -59,6 +65,7 @@ class ChallengeDetailSerializer(serializers.Serializer):
         help_text="Your registration's status (approved, pending, rejected); null: none.",
     )
     registered = serializers.BooleanField(help_text="Whether you may submit to its phases.")
+    announcements = AnnouncementSerializer(many=True, help_text="The organisers', newest first.")
 
 
 class RegistrationSerializer(serializers.ModelSerializer):
@@ -106,6 +113,7 @@ class ChallengeDetailApi(APIView):
             "phases": _phases(challenge),
             "registration": mine.status if mine else None,
             "registered": is_registered(user=request.user, challenge=challenge),
+            "announcements": selectors.challenge_announcements(challenge_id=challenge.pk),
         }
         return Response(ChallengeDetailSerializer(data).data)
 

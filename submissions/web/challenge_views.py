@@ -41,6 +41,10 @@ def challenge_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "rules_html": markdown_html(challenge.rules),
         "terms_html": markdown_html(challenge.terms),
         "phases": selectors.challenge_timeline(challenge=challenge),
+        "announcements": [
+            (a, markdown_html(a.body))
+            for a in selectors.challenge_announcements(challenge_id=challenge.pk)
+        ],
         "registration": selectors.registration_of(user=user, challenge=challenge),
         "registered": is_registered(user=user, challenge=challenge),
         "form": RegistrationForm(),

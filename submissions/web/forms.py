@@ -17,12 +17,14 @@ class UploadForm(forms.Form):
 
 
 class LeaderboardQueryForm(forms.Form):
-    """The leaderboard's query string: which tab, sorted how, which page. Bad values fall back
-    to the defaults rather than failing, since these arrive from hand-edited or old links."""
+    """The leaderboard's query string: which split and track, sorted how, which page. Bad values
+    fall back to the defaults rather than failing, since these arrive from hand-edited or old
+    links."""
 
     board = forms.ChoiceField(
         choices=[("public", "public"), ("private", "private")], required=False
     )
+    track = forms.SlugField(required=False)  # "": the task's main board
     sort = forms.ChoiceField(choices=[(c, c) for c in SORT_COLUMNS], required=False)
     dir = forms.ChoiceField(choices=[("asc", "asc"), ("desc", "desc")], required=False)
     page = forms.IntegerField(min_value=1, max_value=1_000_000, required=False)

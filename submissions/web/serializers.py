@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from evaluation.sizes import mib_value
 from submissions.boards.display import submission_figures
+from submissions.boards.ranking import KINDS
 from submissions.boards.row import (
     COLUMNS,
     COSTS_COMPLETE_HELP,
@@ -22,7 +23,20 @@ from submissions.lifecycle.selectors import task_device_notice
 from submissions.models import Submission, Task
 
 
+class TrackSerializer(serializers.Serializer):
+    slug = serializers.SlugField(help_text="The leaderboard's ?track= for this board.")
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    kind = serializers.ChoiceField(choices=list(KINDS), help_text="Its ranking rule's kind.")
+
+
 class TaskSerializer(serializers.ModelSerializer):
+    tracks = TrackSerializer(
+        many=True,
+        read_only=True,
+        help_text="The boards beside the main one, each ranking the same results by a rule of "
+        "its own.",
+    )
     batch_shape = serializers.ListField(child=serializers.IntegerField(), read_only=True)
     metric_label = serializers.CharField(read_only=True)
     higher_is_better = serializers.BooleanField(read_only=True)
@@ -64,6 +78,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "requires_gpu",
             "device_notice",
             "is_open",
+            "tracks",
         ]
 
     def get_is_open(self, task: Task) -> bool:
@@ -313,7 +328,7 @@ def leaderboard_rows_data(rows: Sequence[LeaderboardRow]) -> list[dict[str, Any]
 
 
 class RankingSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["primary", "constrained", "composite"])
+    kind = serializers.ChoiceField(choices=list(KINDS))
     description = serializers.CharField()
     device_class = serializers.CharField(help_text="Only latency timed on this class is ranked.")
 
@@ -327,6 +342,12 @@ class SubmissionListQuerySerializer(serializers.Serializer):
 
 class LeaderboardApiQuerySerializer(serializers.Serializer):
     board = serializers.ChoiceField(choices=["public", "private"], default="public")
+    track = serializers.SlugField(
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="A track's slug (the task's ``tracks``); empty: the main board.",
+    )
     page = serializers.IntegerField(min_value=1, max_value=1_000_000, default=1)
     page_size = serializers.IntegerField(min_value=1, max_value=500, default=50)
 
@@ -338,6 +359,10 @@ class LeaderboardSerializer(serializers.Serializer):
     metric = serializers.CharField()
     higher_is_better = serializers.BooleanField()
     board = serializers.CharField()
+    track = serializers.CharField(
+        allow_blank=True, help_text="The track's slug; empty: the task's main board."
+    )
+    tracks = TrackSerializer(many=True)
     count = serializers.IntegerField()
     page = serializers.IntegerField()
     pages = serializers.IntegerField()

@@ -34,11 +34,12 @@ from submissions.boards.pages import (
     board_fragments,
     public_page_cached,
 )
+from submissions.challenges.selectors import challenge_announcements
 from submissions.lifecycle import selectors
 from submissions.lifecycle.finals import final_selection_replace, submission_select
 from submissions.lifecycle.quotas import quota_get
 from submissions.lifecycle.services import submission_cancel, submission_create
-from submissions.models import Submission, Task
+from submissions.models import Submission, Task, Track
 from submissions.tasks.markup import markdown_html
 from submissions.tasks.pages import evaluation_facts, export_snippet, task_timeline
 from submissions.web.forms import FinalSelectionForm, LeaderboardQueryForm, UploadForm
@@ -61,6 +62,7 @@ def task_list(request: HttpRequest) -> HttpResponse:
 
 
 TASK_PAGE = "submissions/task_detail.html"
+PHASE_ANNOUNCEMENTS = 3  # the newest of the challenge's, on each phase's page
 
 
 def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
@@ -70,8 +72,12 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
     board = query.value("board", "public")
     board = board if board in boards else "public"
     refusal = selectors.leaderboard_refusal(task=task, user=request.user)
+    tracks = selectors.leaderboard_tracks(task=task)
+    track = _track_or_main(task, query.value("track", ""))
+    news = challenge_announcements(challenge_id=task.challenge_id, limit=PHASE_ANNOUNCEMENTS)
     context: dict[str, Any] = {
         "task": task, "boards": boards, "board": board, "refusal": refusal,
+        "tracks": tracks, "track": track, "announcements": news,
         "counts": selectors.task_counts(task=task),
         "task_files": list(selectors.task_files_listed(task=task, user=request.user)),
     }  # fmt: skip
@@ -80,10 +86,12 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
     context["rescoring"] = selectors.task_rescoring_count(task=task)
     sort, descending = query.value("sort", "rank"), query.value("dir", "asc") == "desc"
     page = query.value("page", 1)
-    state = (board, sort, descending, page, request.user.pk, boards, context["rescoring"])
+    slug = track.slug if track is not None else ""
+    state = (board, slug, sort, descending, page, request.user.pk, boards, context["rescoring"])
     etag = board_etag(
-        task, "page", *state, context["counts"], [f.pk for f in context["task_files"]]
-    )
+        task, "page", *state, context["counts"], [f.pk for f in context["task_files"]],
+        [(a.pk, a.title, a.body) for a in news],
+    )  # fmt: skip
     # A poller's unchanged page: 304 before any rendering (not with a message to show).
     shown_to_anyone = not messages.get_messages(request)  # a message is for this viewer
     if shown_to_anyone:
@@ -97,7 +105,7 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
         context.update(
             board_fragments(
                 task=task, board=board, user=request.user, sort=sort,
-                descending=descending, page=page,
+                descending=descending, page=page, track=track,
             )
         )  # fmt: skip
         return render_to_string(TASK_PAGE, context, request)
@@ -107,6 +115,14 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
     else:
         shown, control = html(), "private, no-cache"
     return HttpResponse(shown, headers={"ETag": etag, "Cache-Control": control})
+
+
+def _track_or_main(task: Task, slug: str) -> Track | None:
+    """The page's track: an unknown one (an old link) falls back to the main board."""
+    try:
+        return selectors.leaderboard_track(task=task, slug=slug)
+    except Track.DoesNotExist:
+        return None
 
 
 def _task_tabs(task: Task) -> dict[str, Any]:
@@ -136,19 +152,22 @@ def leaderboard_csv(request: HttpRequest, slug: str) -> HttpResponse:
     refusal = selectors.leaderboard_refusal(task=task, user=request.user)
     if refusal:
         raise Http404(refusal)
-    board = LeaderboardQueryForm(request.GET).value("board", "public")
+    query = LeaderboardQueryForm(request.GET)
+    board = query.value("board", "public")
     if board not in selectors.leaderboard_boards(task=task, user=request.user):
         raise Http404("The private leaderboard is not revealed yet.")
-    etag = board_etag(task, "csv", board)
+    track = or_404(lambda: selectors.leaderboard_track(task=task, slug=query.value("track", "")))
+    etag = board_etag(task, "csv", board, track.slug if track is not None else "")
     unchanged = get_conditional_response(request, etag=etag)
     if unchanged is not None:
         return unchanged
-    rows = selectors.leaderboard(task=task, board=board)
-    rule = selectors.leaderboard_rule(task=task, board=board)
+    rows = selectors.leaderboard(task=task, board=board, track=track)
+    rule = selectors.leaderboard_rule(task=task, board=board, track=track)
+    name = f"{task.slug}-{track.slug}" if track is not None else task.slug
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["ETag"] = etag
     response["Cache-Control"] = "private, no-cache"
-    response["Content-Disposition"] = f'attachment; filename="{task.slug}-{board}-leaderboard.csv"'
+    response["Content-Disposition"] = f'attachment; filename="{name}-{board}-leaderboard.csv"'
     csv.writer(response).writerows(leaderboard_csv_rows(task=task, rule=rule, rows=rows))
     return response
 

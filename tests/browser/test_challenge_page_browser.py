@@ -1,5 +1,6 @@
 """A participant reads a challenge's timeline in a real browser, sees the phase open now, follows
-a phase's board link, and registers by accepting the terms."""
+a phase's board link, and registers by accepting the terms; reads an announcement on the
+challenge's page, reached from a phase's page."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 
+from submissions.models import Announcement
+from submissions.notifications.announcements import announcement_post
 from tests.browser.conftest import DESKTOP
 from tests.browser.test_portal_flow import log_in
 from tests.submissions.challenge_support import two_phase_challenge
@@ -40,5 +43,37 @@ def test_participant_reads_the_timeline_and_registers(
     assert page.locator('[data-registration="approved"]').is_visible()
 
     current.locator("[data-board]").click()
+    page.wait_for_load_state()
+    assert page.url.endswith(first.get_absolute_url())
+
+
+def test_participant_reads_an_announcement_on_the_challenge_and_from_a_phases_page(
+    browser: Any, live_portal: str, make_task: Any, screenshot: Any
+) -> None:
+    challenge, first, _ = two_phase_challenge(make_task)
+    announcement_post(
+        announcement=Announcement(
+            challenge=challenge,
+            title="Test data published",
+            body="The *test* phase opens tomorrow.",
+            email=False,
+        )
+    )
+    page = browser.new_context(viewport=DESKTOP).new_page()
+
+    page.goto(f"{live_portal}{first.get_absolute_url()}")
+    assert page.locator("[data-challenge-link]").inner_text() == "Phase of Digits Cup"
+    page.locator("[data-announcements]").get_by_role("link", name="Test data published").click()
+    page.wait_for_load_state()
+
+    announcement = Announcement.objects.get()
+    assert page.url.endswith(f"{challenge.get_absolute_url()}#announcement-{announcement.pk}")
+    shown = page.locator("[data-announcement]").first
+    assert shown.locator("h3").inner_text() == "Test data published"
+    assert shown.locator("em").inner_text() == "test"
+    assert shown.is_visible()
+    screenshot(page, "challenge-02-announcement")
+
+    page.locator('[data-phase="1"] [data-board]').click()
     page.wait_for_load_state()
     assert page.url.endswith(first.get_absolute_url())

@@ -9,10 +9,15 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 
+from submissions.boards.tracks import track_create
+from submissions.challenges.fact_sheets import fact_sheet_save
 from submissions.demo.datasets import STARTER_PATH
+from submissions.models import Announcement
+from submissions.notifications.announcements import announcement_post
 from submissions.tasks.files import task_file_publish
 from tests.browser.conftest import wait_for
 from tests.browser.test_portal_flow import log_in
+from tests.submissions.challenge_support import registered, two_phase_challenge
 from tests.submissions.test_read_api import scored
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -136,6 +141,52 @@ def test_operator_pages_fit_a_laptop(
     for name, path in pages.items():
         page.goto(f"{live_portal}{path}")
         screenshot(page, f"fit-{name}-1366")
+        sticks_out = page.evaluate(OVERFLOW)
+        if sticks_out["page"] > 0 or sticks_out["board"] > 0:
+            wide[name] = sticks_out
+    context.close()
+    assert wide == {}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_challenge_phase_with_tracks_and_methods_fits_the_window(
+    browser: Any, live_portal: str, make_task: Any, alice: Any, screenshot: Any, width: str
+) -> None:
+    challenge, first, _ = two_phase_challenge(make_task)
+    registered(challenge, alice)
+    scored(first, alice, 0.97, latency_p50_ms=0.0123, parameters=1_234_567)
+    fact_sheet_save(
+        user=alice,
+        task=first,
+        values={
+            "method_name": "Distilled residual ensemble with test-time augmentation",
+            "paper_url": "https://example.org/a/rather/long/path/to/the/paper.pdf",
+            "code_url": "https://example.org/code",
+        },
+    )
+    for slug, measure in (("efficiency", "latency"), ("parameters", "parameters")):
+        track_create(task_id=first.pk, name=slug.capitalize(), slug=slug, kind="measure",
+                     measure=measure)  # fmt: skip
+    announcement_post(
+        announcement=Announcement(
+            challenge=challenge,
+            title="The test phase opens when development closes, with the hidden test images",
+            body="Read the rules again.",
+            email=False,
+        )
+    )
+    context = browser.new_context(viewport=WIDTHS[width])
+    page = context.new_page()
+    log_in(page, live_portal, "alice", "alice-password-1")
+    wide = {}
+    for name, path in {
+        "phase": first.get_absolute_url(),
+        "phase-track": f"{first.get_absolute_url()}?track=efficiency",
+        "phase-params": f"{first.get_absolute_url()}?track=parameters",
+        "challenge": challenge.get_absolute_url(),
+    }.items():
+        page.goto(f"{live_portal}{path}")
+        screenshot(page, f"fit-{name}-{width}")
         sticks_out = page.evaluate(OVERFLOW)
         if sticks_out["page"] > 0 or sticks_out["board"] > 0:
             wide[name] = sticks_out

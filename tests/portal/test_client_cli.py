@@ -17,11 +17,13 @@ import pytest
 
 from accounts.services import api_token_create
 from evaluation import formats
+from submissions.boards.tracks import track_create
 from submissions.lifecycle.services import submission_create
 from submissions.models import Submission
 from tests.builders import data_dependent_matmul, digits_like, linear_classifier, linear_reference
 from tests.conftest import onnx_upload
 from tests.portal.client_support import BASE_DIR, Oep
+from tests.submissions.test_read_api import scored
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -308,3 +310,26 @@ def test_challenges_lists_the_challenges_and_one_challenges_phases(
     assert lines[1].split()[:4] == ["1", "digits-dev", "Development", "current"]
     assert lines[2].split()[:4] == ["2", "digits-test", "Test", "upcoming"]
     assert lines[-1] == "Registration: not registered"
+
+
+def test_leaderboard_shows_a_track_by_its_slug_as_the_api_ranks_it(
+    alice: Any, bob: Any, alice_token: str, make_task: Any, live_portal: str, tmp_path: Path
+) -> None:
+    task = make_task()
+    scored(task, alice, 0.70, latency_p50_ms=1.0)
+    scored(task, bob, 0.95, latency_p50_ms=40.0)
+    track_create(task_id=task.pk, name="Speed", slug="speed", kind="measure", measure="latency")
+    oep = Oep(tmp_path, url=live_portal, token=alice_token)
+
+    main = oep("leaderboard", "digits")
+    speed = oep("leaderboard", "digits", "--track", "speed")
+    speed_csv = oep("leaderboard", "digits", "--track", "speed", "--csv")
+
+    assert main.returncode == speed.returncode == speed_csv.returncode == 0, speed.stderr
+    assert "digits: public board, track speed," in speed.stdout
+    assert "Ranked by p50 latency (lower is better)." in speed.stdout
+    users = [line.split()[1] for line in speed.stdout.splitlines()[3:]]
+    assert users == ["alice", "bob"]
+    assert [line.split()[1] for line in main.stdout.splitlines()[3:]] == ["bob", "alice"]
+    rows = list(csv.DictReader(io.StringIO(speed_csv.stdout)))
+    assert [r["user"] for r in rows] == ["alice", "bob"]

@@ -60,6 +60,9 @@ def task_form(arrays: dict[str, np.ndarray], **overrides: Any) -> dict[str, Any]
         # The data section's inline (TaskFile), empty: its own tests are in test_task_pages.py.
         "files-TOTAL_FORMS": "0",
         "files-INITIAL_FORMS": "0",
+        # The tracks inline, none: tests/submissions/test_tracks.py adds them.
+        "tracks-TOTAL_FORMS": "0",
+        "tracks-INITIAL_FORMS": "0",
     }
     form.update(overrides)
     return form

@@ -72,8 +72,8 @@ def test_page_and_api_make_the_same_number_of_queries_at_two_board_sizes(
     assert small == big
     # session, user, task, count, page ids and ranks, page rows, own row, own rank, chart
     # steps, the ranking rule, the score-versus-latency points, the task tabs' counts and data
-    # files: none per row
-    assert big[0] <= 13
+    # files, the task's tracks: none per row
+    assert big[0] <= 14
     page = client.get(PAGE).content.decode()
     assert "Page 1 of 4" in page
     assert board_users(page)[-1] == "alice"  # pinned, although she is on the last page

@@ -404,10 +404,10 @@ def test_every_enqueue_of_a_process_shares_one_redis_client() -> None:
     finished evaluation before the notifications reused the process's client."""
     from submissions.notifications import services as notifications
 
-    assert notifications._queue().connection is notifications._queue().connection
+    assert notifications.notifier_queue().connection is notifications.notifier_queue().connection
     # The evaluation queue is on the same server: one client, so a worker opens one
     # connection for its job and its notification, not one each.
-    assert notifications._queue().connection is evaluation_redis()
+    assert notifications.notifier_queue().connection is evaluation_redis()
 
 
 def test_a_new_notification_goes_to_redis_in_one_transaction_without_a_look_first(

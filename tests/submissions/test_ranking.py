@@ -142,3 +142,16 @@ def test_energy_per_sample_is_a_budget_and_a_composite_term_like_latency() -> No
     elsewhere = Measures(0.9, {"p50": 5.0}, device_class="a40", energy_per_sample_j=0.01)
     on_h200 = Rule(kind=ranking.CONSTRAINED, device_class="h200", max_energy_per_sample_j=1.0)
     assert not judge(on_h200, elsewhere).ranked  # measured on another device class
+
+
+def test_an_efficiency_track_can_rank_on_energy_per_sample_alone() -> None:
+    frugal = Measures(0.90, {"p50": 5.0}, energy_per_sample_j=0.010)
+    hungry = Measures(0.95, {"p50": 4.0}, energy_per_sample_j=0.040)
+    unmeasured = Measures(0.99, {"p50": 3.0})
+    rule = Rule(kind=ranking.MEASURE, measure="energy")
+    assert order(rule, hungry=hungry, none=unmeasured, frugal=frugal) == [
+        ("frugal", True),
+        ("hungry", True),
+        ("none", False),
+    ]
+    assert rule.uses_latency  # measured by the timing phase: on the task's device class only

@@ -123,7 +123,7 @@ def test_a_latency_budget_ranks_the_fast_model_and_lists_the_slow_one_below_with
     assert api_rows()[2]["not_ranked_because"] == why and api_rows()[2]["ranked"] is False
     assert csv_rows()[2]["not_ranked_because"] == why
     page = Client().get(PAGE).content.decode()
-    assert f"Not ranked: {why}" in page and "Not ranked under this task" in page
+    assert f"Not ranked: {why}" in page and "Not ranked under this board" in page
     assert "among entries with p95 latency ≤ 20 ms" in page  # the rule, said on the page
     api = Client().get("/api/tasks/digits/leaderboard/").json()
     assert api["ranking"]["kind"] == "constrained"
