@@ -23,12 +23,14 @@ import contextlib
 import dataclasses
 import os
 import sys
+import tempfile
 import traceback
 from collections.abc import Iterator
 from typing import Any
 
 from evaluation.channel import Channel, Message
 from evaluation.confine import Confinement, Protections, confine
+from evaluation.run_report import EngineLog
 
 ENGINE_LIBRARIES_BYTES = 256 << 20
 THREAD_STACK_BYTES = 8 << 20  # glibc's default stack size, as onnxruntime's threads get it
@@ -80,8 +82,10 @@ class RemoteHooks:
         self.channel.send({"op": "progress", "fraction": fraction})
 
 
-def _run(channel: Channel, job: Message, allow_test_hook: bool) -> None:
-    """Load and run the job's model; send its result, or what went wrong."""
+def _run(channel: Channel, job: Message, allow_test_hook: bool) -> tuple[dict[str, Any], Any]:
+    """Load and run the job's model; its result (the header and the predictions), or raise
+    what went wrong."""
+    from evaluation.run_report import profile_one_batch
     from evaluation.runner import (
         DeviceConfig,
         EvaluationError,
@@ -121,11 +125,22 @@ def _run(channel: Channel, job: Message, allow_test_hook: bool) -> None:
 
             batch = first_inputs_batch(inputs, spec)
             costs = dataclasses.asdict(costs_from_run(model_bytes, batch))
+    report: dict[str, Any] = {}
+    if job.header.get("report"):
+        try:
+            with remote.scoring() as turn:  # a batch on the device: it gives way to a timing
+                if turn.due():
+                    turn.give_way(spec.time_limit_s)
+                batch = first_inputs_batch(inputs, spec)
+                report = profile_one_batch(model_bytes, batch, device, tempfile.gettempdir())
+        except Exception as exc:  # the result stands without it
+            report = {"error": f"no profile: {type(exc).__name__}"}
     timing = dataclasses.asdict(run.timing)
     header: dict[str, Any] = {"op": "result", "timing": timing, "provider": run.provider}
     header["costs"] = costs
     header["scoring_wait_s"] = run.scoring_wait_s
-    channel.send(header, arrays={"preds": run.preds})
+    header["report"] = report
+    return header, {"preds": run.preds}
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
@@ -192,10 +207,13 @@ def main(base_vm: int | None = None) -> None:
     job = channel.receive()
     if job.op != "evaluate":
         os._exit(0)
+    log = EngineLog()  # what onnxruntime writes to stderr, for the participant's run report
     try:
-        _run(channel, job, bool(start.header["config"].get("allow_test_hook")))
+        with log.capture():
+            header, arrays = _run(channel, job, bool(start.header["config"].get("allow_test_hook")))
+        channel.send({**header, "engine_log": log.lines()}, arrays=arrays)
     except BaseException as exc:
-        channel.send(_error(exc))
+        channel.send({**_error(exc), "engine_log": log.lines()})
     with contextlib.suppress(Exception):  # until the worker has read what it needs and stops it
         channel.receive()
     os._exit(0)

@@ -81,7 +81,10 @@ ONNXRUNTIME_ERRORS: tuple[type[BaseException], ...] = (
 
 
 class EvaluationError(Exception):
-    """The model could not be evaluated; ``str(exc)`` is safe to show the submitter."""
+    """The model could not be evaluated; ``str(exc)`` is safe to show the submitter, and so is
+    ``engine_log``: onnxruntime's own lines about the model (``evaluation.run_report``)."""
+
+    engine_log: list[dict[str, str]] = []  # each error sets its own
 
 
 class DeviceUnavailable(EvaluationError):
@@ -196,6 +199,7 @@ class EvalResult:
     timing_exclusive: bool = False
     timing: dict[str, Any] = field(default_factory=dict)
     costs: StaticCosts | None = None  # completed from a run where inspection's were incomplete
+    run_report: dict[str, Any] = field(default_factory=dict)  # evaluation.run_report
 
 
 def _mb(n: int) -> str:

@@ -79,6 +79,10 @@ class SandboxSettings:
 class SandboxRun:
     run: ModelRun
     costs: StaticCosts | None
+    # The participant's run report (evaluation.run_report) when asked for, and onnxruntime's
+    # own log lines: data the model's process sent, checked for form only.
+    report: dict[str, Any] = field(default_factory=dict)
+    engine_log: list[dict[str, str]] = field(default_factory=list)
 
 
 def _die_with_parent() -> None:
@@ -204,6 +208,7 @@ class ModelProcess:
         before_loading: Callable[[], None] = lambda: None,
         complete_costs: bool = False,
         test_hook: str | None = None,
+        report: bool = False,
     ) -> SandboxRun:
         """Run the model in this process; EvaluationError (ModelProcessDied when the process
         ended without a word) for what the model did."""
@@ -211,6 +216,7 @@ class ModelProcess:
         header: dict[str, Any] = {"op": "evaluate", "spec": dataclasses.asdict(spec)}
         header.update(device=dataclasses.asdict(device), complete_costs=complete_costs)
         header["test_hook"] = test_hook
+        header["report"] = report
         self._send(header, arrays={"inputs": inputs}, blobs={"model": model_bytes})
         self._expect("loading", None)
         before_loading()
@@ -367,17 +373,36 @@ class _Conversation:
         self._leave_scoring()
 
 
+def _engine_log(message: Message) -> list[dict[str, str]]:
+    """onnxruntime's lines the model's process sent: a list of {level, text} strings."""
+    lines = message.header.get("engine_log") or []
+    if not isinstance(lines, list):
+        return []
+    return [
+        {"level": str(line.get("level", ""))[:10], "text": str(line.get("text", ""))[:500]}
+        for line in lines[:50]
+        if isinstance(line, dict)
+    ]
+
+
 def _error_of(message: Message) -> Exception:
+    """The model process's error as an exception; onnxruntime's lines in its ``engine_log``."""
     kind, text = message.header.get("kind"), str(message.header.get("message", ""))[:4000]
+    error: EvaluationError | ModelProcessFailed
     if kind == "device":
-        return DeviceUnavailable(text)
-    if kind == "model":
-        return EvaluationError(text)
-    return ModelProcessFailed(text)
+        error = DeviceUnavailable(text)
+    elif kind == "model":
+        error = EvaluationError(text)
+    else:
+        error = ModelProcessFailed(text)
+    error.engine_log = _engine_log(message)
+    return error
 
 
 class ModelProcessFailed(Exception):
     """An error on our side inside the model's process (its traceback), not an EvaluationError."""
+
+    engine_log: list[dict[str, str]] = []  # each error sets its own
 
 
 def _checked(message: Message, rows: int, spec: TaskSpec) -> SandboxRun:
@@ -395,7 +420,15 @@ def _checked(message: Message, rows: int, spec: TaskSpec) -> SandboxRun:
             provider=str(message.header["provider"]),
             scoring_wait_s=_number(message.header["scoring_wait_s"]),
         )
-        return SandboxRun(run=run, costs=_costs(costs) if costs else None)
+        report = message.header.get("report") or {}
+        if not isinstance(report, dict):
+            raise ValueError("a run report that is not an object")
+        return SandboxRun(
+            run=run,
+            costs=_costs(costs) if costs else None,
+            report=report,
+            engine_log=_engine_log(message),
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise EvaluationError(f"The model's process sent a result that is not one: {exc}") from exc
 

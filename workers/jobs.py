@@ -124,6 +124,7 @@ def _evaluate(submission: Submission, name: str) -> EvalResult:
         progress=_progress_writer(submission.pk),
         complete_costs=submission.costs_complete is False,
         test_hook=settings.EVAL_SANDBOX_TEST_HOOK or None,
+        report=True,
     )
     timings = [outcome.run.timing]
     for _ in range(task.device_class.timing_sessions - 1):
@@ -138,6 +139,7 @@ def _evaluate(submission: Submission, name: str) -> EvalResult:
     if outcome.costs is None and submission.costs_complete is False:
         log.warning("submission %s: costs not completed from a run", submission.pk)
     result.costs = outcome.costs
+    result.run_report = {**outcome.report, "log": outcome.engine_log}
     return result
 
 
@@ -150,6 +152,7 @@ def _run_in_process(
     progress: Callable[[float], None] = lambda _: None,
     complete_costs: bool = False,
     test_hook: str | None = None,
+    report: bool = False,
 ) -> tuple[SandboxRun, int | None]:
     """One session of the model in a model process of its own: what it ran and its peak
     memory, read while the process still exists."""
@@ -172,6 +175,7 @@ def _run_in_process(
             before_loading=measured.start_peak,
             complete_costs=complete_costs,
             test_hook=test_hook,
+            report=report,
         )
         return outcome, measured.peak_memory_bytes()
 
@@ -210,6 +214,7 @@ def _evaluate_and_save(submission_id: int) -> str:
             message=str(exc),
             log_text=f"worker {name}: " + traceback.format_exc(),
             by_system=isinstance(exc, DeviceUnavailable),
+            run_report={"log": exc.engine_log} if exc.engine_log else None,
         )
         return "failed"
     except JobTimeoutException:

@@ -106,6 +106,21 @@ def submission_figures(submission: Submission, *, scores: bool) -> dict[str, Any
     return figures
 
 
+def run_report_rows(submission: Submission) -> list[dict[str, str]]:
+    """The run report's time per operator type as the page writes it (evaluation.formats)."""
+    operators = (submission.run_report or {}).get("operators") or []
+    return [
+        {
+            "op": str(row.get("op", "")),
+            "nodes": formats.count(row.get("nodes")),
+            "time": formats.latency(float(row.get("us", 0)) / 1000),
+            "share": formats.relative(row.get("share")),
+        }
+        for row in operators
+        if isinstance(row, dict)
+    ]
+
+
 # A batch slower than this many times the 90th percentile is drawn on the chart's top edge: one
 # stall flattened every other batch into a line along the bottom.
 OUTLIER_FACTOR = 3.0

@@ -389,6 +389,7 @@ def _success_values(result: EvalResult, dataset_version_id: int | None) -> dict[
         "ort_version": result.ort_version,
         "samples_evaluated": result.samples_evaluated,
         "batch_latencies_ms": result.batch_latencies_ms,
+        "run_report": result.run_report,
         **(Submission.static_cost_columns(result.costs) if result.costs is not None else {}),
     }
 
@@ -397,13 +398,20 @@ LOG_LIMIT = 20000  # characters of operator log kept per submission, the newest 
 
 
 def submission_fail(
-    *, submission_id: int, message: str, log_text: str = "", by_system: bool = False
+    *,
+    submission_id: int,
+    message: str,
+    log_text: str = "",
+    by_system: bool = False,
+    run_report: dict[str, Any] | None = None,
 ) -> bool:
     """queued/running → failed with a message for the submitter; final states are left alone.
 
     ``log_text`` is appended to the operator log, after the earlier attempts' lines.
     ``by_system`` marks failures that are not the model's fault; they do not count in quotas.
+    ``run_report``: what onnxruntime said about the model, for the submitter.
     """
+    extra = {"run_report": run_report} if run_report is not None else {}
     with transaction.atomic():
         changed = Submission.objects.filter(
             pk=submission_id, status__in=[Status.QUEUED, Status.RUNNING]
@@ -413,6 +421,7 @@ def submission_fail(
             error_message=message,
             log=Right(Concat(F("log"), Value(log_text)), LOG_LIMIT),
             failed_by_system=by_system,
+            **extra,
         )
         if changed:
             notification_record(submission_id=submission_id)
@@ -590,6 +599,7 @@ RESULT_RESET: dict[str, Any] = dict(
     latency_session_spread=None,
     energy_per_sample_j=None,
     average_power_w=None,
+    run_report={},
     timing_exclusive=None,
     timing={},
     throughput=None,

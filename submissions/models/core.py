@@ -464,6 +464,12 @@ class Submission(models.Model):
     ort_version = models.CharField(max_length=32, blank=True)
     samples_evaluated = models.PositiveIntegerField(null=True, blank=True)
     batch_latencies_ms = models.JSONField(default=list, blank=True)
+    run_report = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="For the submitter: onnxruntime's warnings and log lines about the model, its "
+        "nodes per execution provider and a profile of one batch (evaluation/run_report.py).",
+    )
 
     objects = SubmissionQuerySet.as_manager()
 

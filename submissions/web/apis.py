@@ -181,6 +181,7 @@ class SubmissionDetailApi(APIView):
         place = selectors.submission_queue_place(submission=submission)
         data["queue_position"] = place["position"] if place else None
         data["queue"] = place
+        data["run_report"] = submission.run_report or {}
         return Response(data)
 
 

@@ -261,9 +261,14 @@ class SubmissionDetailSerializer(SubmissionSerializer):
     """For the schema: one submission, with its place in the queue while queued."""
 
     queue_position = serializers.IntegerField(allow_null=True, read_only=True)
+    run_report = serializers.JSONField(
+        read_only=True,
+        help_text="onnxruntime's warnings and log lines about the model, its nodes per execution "
+        "provider and a profile of one batch; {} until evaluated.",
+    )
 
     class Meta(SubmissionSerializer.Meta):
-        fields = [*SubmissionSerializer.Meta.fields, "queue_position"]
+        fields = [*SubmissionSerializer.Meta.fields, "queue_position", "run_report"]
         read_only_fields = fields
 
 

@@ -25,6 +25,7 @@ from submissions.boards.display import (
     failure_advice,
     latency_chart,
     leaderboard_csv_rows,
+    run_report_rows,
     submission_figures,
     timing_facts,
 )
@@ -285,6 +286,8 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "advice": failure_advice(submission) if submission.status == "failed" else "",
             "scores_shown": scores_shown,
             "figures": submission_figures(submission, scores=scores_shown),
+            "run_report": submission.run_report or {},
+            "run_report_rows": run_report_rows(submission),
             "task_withdrawn": submission.task.withdrawn_for(request.user),
         },
     )
