@@ -114,6 +114,11 @@ def summarise_profile(events: list[dict[str, Any]], main_provider: str) -> dict[
     for e in nodes:
         by_op[str(e["args"].get("op_name", "?"))].append(float(e.get("dur", 0)))
     total = sum(sum(v) for v in by_op.values())
+    off_main_us = sum(
+        float(e.get("dur", 0))
+        for e in nodes
+        if e["args"].get("provider") != main_provider and e["args"].get("op_name") not in _MEMCPY
+    )
     operators = [
         {
             "op": op,
@@ -126,6 +131,7 @@ def summarise_profile(events: list[dict[str, Any]], main_provider: str) -> dict[
     return {
         "providers": dict(providers),
         "off_main_provider": off_main,
+        "off_main_share": round(off_main_us / total, 4) if total else 0.0,
         "operators": operators[:OPERATORS_KEPT],
         "operators_left_out": max(0, len(operators) - OPERATORS_KEPT),
         "batch_us": round(total, 1),

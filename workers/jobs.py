@@ -13,6 +13,7 @@ import logging
 import time
 import traceback
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -22,8 +23,10 @@ from rq import Queue, get_current_job
 from rq.exceptions import StopRequested
 from rq.timeouts import JobTimeoutException
 
+from evaluation import formats
 from evaluation.limits import time_limit_message
 from evaluation.runner import (
+    CUDA,
     Dataset,
     DeviceConfig,
     DeviceUnavailable,
@@ -126,6 +129,7 @@ def _evaluate(submission: Submission, name: str) -> EvalResult:
         test_hook=settings.EVAL_SANDBOX_TEST_HOOK or None,
         report=True,
     )
+    _refuse_off_gpu(task, outcome.report)
     timings = [outcome.run.timing]
     for _ in range(task.device_class.timing_sessions - 1):
         if sandboxing.stopping():  # the result stands on the sessions timed so far
@@ -141,6 +145,23 @@ def _evaluate(submission: Submission, name: str) -> EvalResult:
     result.costs = outcome.costs
     result.run_report = {**outcome.report, "log": outcome.engine_log}
     return result
+
+
+def _refuse_off_gpu(task: Task, report: dict[str, Any]) -> None:
+    """The device class's limit on the share of a batch spent in operators placed off the GPU
+    (DeviceClass.max_off_gpu_share), from the run report's profile."""
+    limit = task.device_class.max_off_gpu_share
+    share = report.get("off_main_share")
+    if limit is None or report.get("main_provider") != CUDA or not isinstance(share, float):
+        return
+    if share > limit:
+        operators = ", ".join(report.get("off_main_provider") or [])
+        raise EvaluationError(
+            f"{formats.relative(share)} of a batch ran in operators placed off the GPU "
+            f"({operators}): onnxruntime has no CUDA kernel for them. This task's device class "
+            f"allows at most {formats.relative(limit)}. Replace those operators, or export them "
+            "in a form CUDA runs."
+        )
 
 
 def _run_in_process(

@@ -62,6 +62,15 @@ class DeviceClass(models.Model):
         help_text="CUDA workers whose GPU name contains this text (any case) serve this class, "
         "e.g. 'A40'. Empty: only workers started with EVAL_DEVICE_CLASSES naming it.",
     )
+    max_off_gpu_share = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="GPU classes: refuse a model whose operators placed off the GPU (onnxruntime has "
+        "no CUDA kernel for them) take more than this share of a profiled batch, e.g. 0.1. "
+        "Empty: no limit. Shape computations onnxruntime moves to the CPU on purpose cost "
+        "next to nothing.",
+    )
     timing_sessions = models.PositiveSmallIntegerField(
         default=3,
         validators=[MinValueValidator(1), MaxValueValidator(9)],

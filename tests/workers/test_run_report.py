@@ -121,3 +121,26 @@ def test_a_cuda_run_names_the_operators_placed_off_the_gpu_but_not_the_copies() 
     assert report["off_main_provider"] == ["NonMaxSuppression", "Shape"]
     assert [row["op"] for row in report["operators"]][:2] == ["Conv", "NonMaxSuppression"]
     assert report["batch_us"] == 60.0
+    assert report["off_main_share"] == pytest.approx(20 / 60, abs=1e-4)  # copies not counted
+
+
+def test_a_gpu_class_can_refuse_models_that_spend_a_batch_off_the_gpu(make_task: Any) -> None:
+    from evaluation.runner import EvaluationError
+    from workers.jobs import _refuse_off_gpu
+
+    task = make_task()
+    report = {
+        "main_provider": "CUDAExecutionProvider",
+        "off_main_provider": ["NonMaxSuppression", "Shape"],
+        "off_main_share": 0.1875,
+    }
+    _refuse_off_gpu(task, report)  # no limit: reported, not refused
+    task.device_class.max_off_gpu_share = 0.1
+    task.device_class.save()
+    with pytest.raises(EvaluationError) as refused:
+        _refuse_off_gpu(task, report)
+    assert str(refused.value).startswith(
+        "18.8 % of a batch ran in operators placed off the GPU (NonMaxSuppression, Shape)"
+    )
+    _refuse_off_gpu(task, {**report, "off_main_share": 0.002})  # shape work alone: allowed
+    _refuse_off_gpu(task, {**report, "main_provider": "CPUExecutionProvider"})  # a CPU run
