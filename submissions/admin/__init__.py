@@ -27,7 +27,7 @@ from plumbing.refusal_responses import attempt
 from submissions.admin.analytics import task_analytics_view
 from submissions.admin.datasets import dataset_summary_read
 from submissions.admin.forms import AdminUploadForm, TaskAdminForm
-from submissions.admin.rule_forms import RankingRuleForm, TrackForm
+from submissions.admin.rule_forms import RULE_FIELDS, RankingRuleForm, TrackForm
 from submissions.admin.services import (
     RETIME_TOP,
     baseline_create,
@@ -100,19 +100,13 @@ class RankingRuleInline(admin.StackedInline):
     can_delete = True
     raw_id_fields = ["baseline"]
     verbose_name = "ranking rule"
+    # The rule's fields (rule_forms.RULE_FIELDS), the weights' boxes in two rows before the
+    # baseline they are relative to.
     fields = [
-        "kind",
-        "measure",
-        "latency_percentile",
-        "latency_budget_ms",
-        "metric_threshold",
-        "max_parameters",
-        "max_flops",
-        "max_peak_memory_bytes",
-        "max_energy_per_sample_j",
+        *RULE_FIELDS[:-1],
         ("weight_score", "weight_latency", "weight_energy"),
         ("weight_parameters", "weight_flops", "weight_peak_memory"),
-        "baseline",
+        RULE_FIELDS[-1],
     ]
 
 
