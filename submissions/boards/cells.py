@@ -124,9 +124,11 @@ def participant(value: str, at: PageRow) -> SafeString:
     row, s = at.row, at.row.submission
     team = s.team if not s.is_baseline else None
     name = (
-        format_html('<a href="{}" data-team>{}</a>', team.get_absolute_url(), team.name)
+        format_html(
+            '<a class="name" href="{}" data-team>{}</a>', team.get_absolute_url(), team.name
+        )
         if team is not None
-        else s.board_name
+        else format_html('<span class="name">{}</span>', s.board_name)
     )
     return format_html(
         "{}{}{}{}{}{}{}",

@@ -41,8 +41,14 @@ OVERFLOW = """() => {
 }"""
 
 
+# A name with no place to break, longer than a phone is wide: it once pushed the board past the
+# window's right edge, as names may not wrap mid-word.
+UNBROKEN = "a_participant_whose_name_has_no_spaces_at_all_2026"
+
+
 def a_busy_board(make_task: Any, alice: Any) -> Any:
-    """A board with what once made it too wide: long names, baselines, timing marks, metrics."""
+    """A board with what once made it too wide: long names (one with nowhere to break, and the
+    leader, so the home page's card shows it too), baselines, timing marks, metrics."""
     task = make_task(title="Handwritten digits, 8×8, ten classes")
     users = get_user_model().objects
     figures = dict(
@@ -63,6 +69,7 @@ def a_busy_board(make_task: Any, alice: Any) -> Any:
                is_baseline=True)  # fmt: skip
     long_name = users.create_user("a-participant-with-a-rather-long-username")
     scored(task, long_name, 0.95, **figures, metrics=metrics)
+    scored(task, users.create_user(UNBROKEN), 0.99, **figures, metrics=metrics)
     return scored(task, alice, 0.972, **figures, metrics=metrics)
 
 
@@ -159,7 +166,7 @@ def test_a_challenge_phase_with_tracks_and_methods_fits_the_window(
         user=alice,
         task=first,
         values={
-            "method_name": "Distilled residual ensemble with test-time augmentation",
+            "method_name": "DistilledResidualEnsembleWithTestTimeAugmentationV2",
             "paper_url": "https://example.org/a/rather/long/path/to/the/paper.pdf",
             "code_url": "https://example.org/code",
         },
