@@ -93,7 +93,7 @@ def test_sorting_by_a_column_reorders_rows_but_keeps_each_rank(
     assert board_users(by_speed) == ["bob", "operator", "alice"]
     assert re.search(r'data-user="bob">\s*<td class="num">2</td>', by_speed)
     # throughput is folded under "More": its sort link says which way the board is sorted
-    assert re.search(r'sort=throughput[^"]*"\s*aria-current="true">Samples/s ▼</a>', by_speed)
+    assert re.search(r'sort=throughput[^"]*"\s*aria-current="true">Throughput ▼</a>', by_speed)
     by_name = Client().get(PAGE, {"sort": "user", "dir": "desc"}).content.decode()
     assert board_users(by_name) == ["operator", "bob", "alice"]
     nonsense = Client().get(PAGE, {"sort": "password", "dir": "sideways", "page": "-3"})
