@@ -145,6 +145,24 @@ def test_baselines_are_marked_and_the_viewers_row_is_highlighted(
     assert '<tr class="baseline" data-user="operator">' in page  # marked, not highlighted
 
 
+def test_an_unstable_baseline_says_why_on_the_board_with_the_tasks_own_limits(
+    make_task: Any, operator: Any
+) -> None:
+    """The demo's baselines are timed on whatever machine runs the demo, busy or not: where one
+    comes out "unstable", the board says what that means and why, in the task's own limits."""
+    task = make_task(timing={"unstable_spread": 0.08})
+    scored(task, operator, 0.8, is_baseline=True, latency_p50_ms=42.0, latency_spread=0.148,
+           latency_unstable=True)  # fmt: skip
+    page = Client().get(PAGE).content.decode()
+    assert re.search(r'data-user="operator">(?:(?!</tr>).)*chip-unstable', page, re.S)
+    assert "± 14.8 %" in page  # beside the chip, on a phone too (a title is hover-only)
+    why = re.search(r"<span data-unstable-why>(.*?)</span>", page, re.S)
+    assert why is not None
+    assert "differ by more than 8.0 %" in why.group(1)
+    assert "other work shared the machine" in why.group(1)
+    assert "score is not affected" in why.group(1)
+
+
 def test_csv_export_has_every_ranked_user_and_every_metric(
     make_task: Any, alice: Any, bob: Any
 ) -> None:
