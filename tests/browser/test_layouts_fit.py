@@ -86,6 +86,9 @@ def test_participant_pages_fit_the_window(
         "task": "/tasks/digits/",
         "my-submissions": "/submissions/",
         "submission": f"/submissions/{mine.pk}/",
+        "upload": "/tasks/digits/submit/",
+        "challenges": "/challenges/",
+        "profile": "/accounts/profile/",
         "workers": "/workers/",
     }
     wide = {}
