@@ -15,6 +15,7 @@ from submissions.demo.datasets import STARTER_PATH
 from submissions.models import Announcement
 from submissions.notifications.announcements import announcement_post
 from submissions.tasks.files import task_file_publish
+from submissions.teams.services import team_create
 from tests.browser.conftest import wait_for
 from tests.browser.test_portal_flow import log_in
 from tests.submissions.challenge_support import registered, two_phase_challenge
@@ -44,12 +45,14 @@ OVERFLOW = """() => {
 # A name with no place to break, longer than a phone is wide: it once pushed the board past the
 # window's right edge, as names may not wrap mid-word.
 UNBROKEN = "a_participant_whose_name_has_no_spaces_at_all_2026"
+UNBROKEN_TEAM = "TheTeamWhoseNameHasNoSpacesAnywhereAtAll"
 
 
 def a_busy_board(make_task: Any, alice: Any) -> Any:
     """A board with what once made it too wide: long names (one with nowhere to break, and the
-    leader, so the home page's card shows it too), baselines, timing marks, metrics."""
-    task = make_task(title="Handwritten digits, 8×8, ten classes")
+    leader, so the home page's card shows it too; alice's team has one too), baselines, timing
+    marks, metrics."""
+    task = make_task(title="Handwritten digits, 8×8, ten classes", max_team_size=3)
     users = get_user_model().objects
     figures = dict(
         latency_p50_ms=0.0123,
@@ -70,7 +73,9 @@ def a_busy_board(make_task: Any, alice: Any) -> Any:
     long_name = users.create_user("a-participant-with-a-rather-long-username")
     scored(task, long_name, 0.95, **figures, metrics=metrics)
     scored(task, users.create_user(UNBROKEN), 0.99, **figures, metrics=metrics)
-    return scored(task, alice, 0.972, **figures, metrics=metrics)
+    mine = scored(task, alice, 0.972, **figures, metrics=metrics)
+    team_create(user=alice, task=task, name=UNBROKEN_TEAM)
+    return mine
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -89,6 +94,7 @@ def test_participant_pages_fit_the_window(
         "upload": "/tasks/digits/submit/",
         "challenges": "/challenges/",
         "profile": "/accounts/profile/",
+        "team": "/tasks/digits/team/",
         "workers": "/workers/",
     }
     wide = {}
@@ -194,6 +200,7 @@ def test_a_challenge_phase_with_tracks_and_methods_fits_the_window(
         "phase-track": f"{first.get_absolute_url()}?track=efficiency",
         "phase-params": f"{first.get_absolute_url()}?track=parameters",
         "challenge": challenge.get_absolute_url(),
+        "fact-sheet": f"/tasks/{first.slug}/fact-sheet/",
     }.items():
         page.goto(f"{live_portal}{path}")
         screenshot(page, f"fit-{name}-{width}")
