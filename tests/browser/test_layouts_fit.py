@@ -85,6 +85,13 @@ def test_participant_pages_fit_the_window(
     mine = a_busy_board(make_task, alice)
     context = browser.new_context(viewport=WIDTHS[width])
     page = context.new_page()
+    wide = {}
+    for name, path in {"login": "/accounts/login/", "signup": "/accounts/signup/"}.items():
+        page.goto(f"{live_portal}{path}")  # before logging in: what a newcomer sees first
+        screenshot(page, f"fit-{name}-{width}")
+        sticks_out = page.evaluate(OVERFLOW)
+        if sticks_out["page"] > 0 or sticks_out["board"] > 0:
+            wide[name] = sticks_out
     log_in(page, live_portal, "alice", "alice-password-1")
     pages = {
         "home": "/",
@@ -97,7 +104,6 @@ def test_participant_pages_fit_the_window(
         "team": "/tasks/digits/team/",
         "workers": "/workers/",
     }
-    wide = {}
     for name, path in pages.items():
         page.goto(f"{live_portal}{path}")
         if name == "task":  # task.js fills in the queue an upload would join
@@ -151,6 +157,9 @@ def test_operator_pages_fit_a_laptop(
         "admin-tasks": "/admin/submissions/task/",
         "admin-task": f"/admin/submissions/task/{mine.task.pk}/change/",
         "admin-add-task": "/admin/submissions/task/add/",
+        "admin-task-analytics": f"/admin/submissions/task/{mine.task.pk}/analytics/",
+        "admin-workers": "/admin/submissions/submission/workers/",
+        "admin-upload": "/admin/submissions/submission/upload/",
         "operator-task": "/tasks/digits/",
     }
     wide = {}
