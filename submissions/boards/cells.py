@@ -38,15 +38,20 @@ class PageRow:
 Renderer = Callable[[Any, PageRow], str]  # a SafeString is HTML, any other str text
 
 
+def flops_text(s: Submission) -> str:
+    """FLOPs in SI units; a count that leaves nodes out reads "≥ n" (a lower bound)."""
+    return f"≥ {formats.si(s.flops)}" if s.costs_incomplete_reason else formats.si(s.flops)
+
+
 def format_flops(s: Submission) -> SafeString:
-    """FLOPs in SI units; a count that leaves nodes out reads "≥ n", the reason in its title."""
+    """``flops_text``, with the reason a count leaves nodes out in its title."""
     reason = s.costs_incomplete_reason
     if not reason:
-        return format_html("{}", formats.si(s.flops))
+        return format_html("{}", flops_text(s))
     return format_html(
-        '<span class="partial" title="Not counted in full: {}" data-costs-incomplete>≥ {}</span>',
+        '<span class="partial" title="Not counted in full: {}" data-costs-incomplete>{}</span>',
         reason,
-        formats.si(s.flops),
+        flops_text(s),
     )
 
 
@@ -107,7 +112,7 @@ def ranked_value(value: float | None, at: PageRow) -> str:
 
 
 def throughput(value: float | None, at: PageRow) -> str:
-    return formats.si(value)
+    return formats.throughput(value)
 
 
 def plain(value: Any, at: PageRow) -> str:
@@ -124,9 +129,11 @@ def participant(value: str, at: PageRow) -> SafeString:
     row, s = at.row, at.row.submission
     team = s.team if not s.is_baseline else None
     name = (
-        format_html('<a href="{}" data-team>{}</a>', team.get_absolute_url(), team.name)
+        format_html(
+            '<a class="name" href="{}" data-team>{}</a>', team.get_absolute_url(), team.name
+        )
         if team is not None
-        else s.board_name
+        else format_html('<span class="name">{}</span>', s.board_name)
     )
     return format_html(
         "{}{}{}{}{}{}{}",

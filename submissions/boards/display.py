@@ -13,7 +13,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from evaluation import formats
 from evaluation.inspect import runtime_limits
-from submissions.boards import ranking
+from submissions.boards import cells, ranking
 from submissions.boards.cells import PageRow
 from submissions.boards.charts import Chart, line_chart, scatter_chart, step_chart
 from submissions.boards.row import COLUMNS, Column, LeaderboardRow, PageCell, page_cells
@@ -86,19 +86,31 @@ def timing_facts(submission: Submission) -> list[tuple[str, str]]:
     return [(label, value.strip()) for label, value in facts if value and value.strip()]
 
 
-def submission_figures(submission: Submission, *, scores: bool) -> dict[str, Any]:
-    """A result's figures as every surface writes them (evaluation.formats): the submission page
-    shows these, the API returns them as ``display`` and ``oep`` prints the same. Without
-    ``scores`` (a blind board) the score and the metrics are left out."""
-    s = submission
-    figures: dict[str, Any] = {
-        "metric_label": formats.metric_label(s.task.metric),
+def measured_figures(s: Submission) -> dict[str, str]:
+    """What the evaluation measured and counted, as every surface writes it (evaluation.formats):
+    the pages, the API's ``display`` objects and ``oep``. "—" where there is no figure; the
+    spreads read "" where there is none (one session: no spread between sessions)."""
+    several = s.latency_sessions is not None and s.latency_sessions > 1
+    return {
         "latency_p50": formats.latency(s.latency_p50_ms),
         "latency_spread": formats.spread(s.latency_spread),
+        "latency_session_spread": formats.relative(s.latency_session_spread) if several else "",
         "throughput": formats.throughput(s.throughput),
         "peak_memory": formats.size(s.peak_memory_bytes),
         "parameters": formats.si(s.parameters),
-        "flops": formats.si(s.flops),
+        "flops": cells.flops_text(s),
+        "energy_per_sample": formats.energy(s.energy_per_sample_j),
+    }
+
+
+def submission_figures(submission: Submission, *, scores: bool) -> dict[str, Any]:
+    """A result's figures as every surface writes them: the submission page shows these, the API
+    returns them as ``display`` and ``oep`` prints the same. Without ``scores`` (a blind board)
+    the score and the metrics are left out."""
+    s = submission
+    figures: dict[str, Any] = {
+        "metric_label": formats.metric_label(s.task.metric),
+        **measured_figures(s),
     }
     if scores:
         figures["score"] = formats.score(s.score)
@@ -119,6 +131,17 @@ def run_report_rows(submission: Submission) -> list[dict[str, str]]:
         for row in operators
         if isinstance(row, dict)
     ]
+
+
+def row_figures(row: LeaderboardRow, *, metric: str) -> dict[str, Any]:
+    """A board row's figures as the board page writes them, for the leaderboard API's
+    ``display``: the board's own score and metrics (the private ones on the private board),
+    ``metric`` (the task's, shown as the score) left out of the metrics."""
+    return {
+        "score": formats.score(row.score),
+        "metrics": formats.metrics(row.metrics, leave_out=metric),
+        **measured_figures(row.submission),
+    }
 
 
 # A batch slower than this many times the 90th percentile is drawn on the chart's top edge: one

@@ -190,7 +190,14 @@ COLUMNS: tuple[Column, ...] = (
         null=True,
         header="throughput_samples_per_s",
         page=PageCell(
-            7, "Samples/s", cells.throughput, "throughput", "throughput", "num", "desc", folded=True
+            7,
+            "Throughput",
+            cells.throughput,
+            "throughput",
+            "throughput",
+            "num",
+            "desc",
+            folded=True,
         ),
     ),
     _stored("provider", str),

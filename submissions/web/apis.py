@@ -118,6 +118,7 @@ def _board(task: Task, query: dict[str, Any], rescoring: int) -> dict[str, Any]:
     return {
         "task": task.slug,
         "metric": task.metric,
+        "metric_label": task.metric_label,
         "higher_is_better": task.higher_is_better,
         "board": page.board,
         "track": query["track"],
@@ -133,7 +134,7 @@ def _board(task: Task, query: dict[str, Any], rescoring: int) -> dict[str, Any]:
             "description": describe(rule),
             "device_class": rule.device_class,
         },
-        "rows": leaderboard_rows_data(page.rows),
+        "rows": leaderboard_rows_data(page.rows, metric=task.metric),
     }
 
 

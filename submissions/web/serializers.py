@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from rest_framework import serializers
 
 from evaluation.sizes import mib_value
-from submissions.boards.display import submission_figures
+from submissions.boards.display import row_figures, submission_figures
 from submissions.boards.ranking import KINDS
 from submissions.boards.row import (
     COLUMNS,
@@ -162,8 +162,9 @@ class SubmissionSerializer(serializers.ModelSerializer):
     display = serializers.SerializerMethodField(
         help_text="The result's figures as the site writes them (units chosen, digits fixed, "
         "metric labels): metric_label, score, metrics (label -> value, the score's own metric "
-        "left out), latency_p50, latency_spread, throughput, peak_memory, parameters, flops. "
-        "Score and metrics are left out while the board is blind."
+        "left out), latency_p50, latency_spread, latency_session_spread, throughput, "
+        "peak_memory, parameters, flops, energy_per_sample. Score and metrics are left out "
+        "while the board is blind."
     )
 
     class Meta:
@@ -307,27 +308,61 @@ def _row_field(column: Column) -> serializers.Field[Any, Any, Any, Any]:
     return _ROW_FIELDS[column.type](**options)
 
 
+class RowDisplaySerializer(serializers.Serializer):
+    """For the schema: a board row's figures as the board page writes them (``row_figures``),
+    in this order."""
+
+    score = serializers.CharField()
+    metrics = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="Label -> value; the task's own metric is left out (it is the score).",
+    )
+    latency_p50 = serializers.CharField()
+    latency_spread = serializers.CharField(help_text="'' when not measured.")
+    latency_session_spread = serializers.CharField(
+        help_text="How far the p50s of its timing sessions differ; '' when timed in one."
+    )
+    throughput = serializers.CharField()
+    peak_memory = serializers.CharField()
+    parameters = serializers.CharField()
+    flops = serializers.CharField(help_text="'≥ n' when the count leaves nodes out.")
+    energy_per_sample = serializers.CharField()
+
+
+ROW_DISPLAY_HELP = (
+    "The row's figures as the board page writes them (units chosen, digits fixed, metric "
+    "labels; '—' where there is none); the numbers themselves are in their own fields."
+)
+
+
 class LeaderboardRowSerializer(serializers.Serializer):
     """One board row: a field for each column of ``board_row.COLUMNS``, typed and described
-    there. On the private board ``score`` and ``metrics`` are the private ones."""
+    there, then ``display``. On the private board ``score`` and ``metrics`` are the private
+    ones. ``context["metric"]``: the task's metric (else read from each row's task)."""
 
     columns: ClassVar[Sequence[Column]] = COLUMNS
 
     def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
-        return {column.key: _row_field(column) for column in self.columns}
+        fields = {column.key: _row_field(column) for column in self.columns}
+        fields["display"] = RowDisplaySerializer(help_text=ROW_DISPLAY_HELP)
+        return fields
 
     def to_representation(self, instance: LeaderboardRow) -> dict[str, Any]:
         record = {column.key: column.value(instance) for column in self.columns}
+        metric = self.context.get("metric") or instance.submission.task.metric
+        record["display"] = row_figures(instance, metric=metric)
         return dict(super().to_representation(record))
 
 
-def leaderboard_rows_data(rows: Sequence[LeaderboardRow]) -> list[dict[str, Any]]:
-    """``LeaderboardRowSerializer(rows, many=True).data``, the same JSON, with each column's
-    field built once for all the rows instead of a serializer's fields for each row."""
+def leaderboard_rows_data(rows: Sequence[LeaderboardRow], *, metric: str) -> list[dict[str, Any]]:
+    """``LeaderboardRowSerializer(rows, many=True, context={"metric": metric}).data``, the same
+    JSON, with each column's field built once for all the rows instead of a serializer's fields
+    for each row."""
     fields = LeaderboardRowSerializer().fields
     columns = [(c.key, c.value, fields[c.key].to_representation) for c in COLUMNS]
     return [
         {key: None if (v := value(row)) is None else shown(v) for key, value, shown in columns}
+        | {"display": row_figures(row, metric=metric)}
         for row in rows
     ]
 
@@ -362,6 +397,7 @@ class LeaderboardSerializer(serializers.Serializer):
 
     task = serializers.SlugField()
     metric = serializers.CharField()
+    metric_label = serializers.CharField(help_text="The metric's name for people.")
     higher_is_better = serializers.BooleanField()
     board = serializers.CharField()
     track = serializers.CharField(

@@ -15,6 +15,7 @@ from submissions.demo.datasets import STARTER_PATH
 from submissions.models import Announcement
 from submissions.notifications.announcements import announcement_post
 from submissions.tasks.files import task_file_publish
+from submissions.teams.services import team_create
 from tests.browser.conftest import wait_for
 from tests.browser.test_portal_flow import log_in
 from tests.submissions.challenge_support import registered, two_phase_challenge
@@ -41,9 +42,17 @@ OVERFLOW = """() => {
 }"""
 
 
+# A name with no place to break, longer than a phone is wide: it once pushed the board past the
+# window's right edge, as names may not wrap mid-word.
+UNBROKEN = "a_participant_whose_name_has_no_spaces_at_all_2026"
+UNBROKEN_TEAM = "TheTeamWhoseNameHasNoSpacesAnywhereAtAll"
+
+
 def a_busy_board(make_task: Any, alice: Any) -> Any:
-    """A board with what once made it too wide: long names, baselines, timing marks, metrics."""
-    task = make_task(title="Handwritten digits, 8×8, ten classes")
+    """A board with what once made it too wide: long names (one with nowhere to break, and the
+    leader, so the home page's card shows it too; alice's team has one too), baselines, timing
+    marks, metrics."""
+    task = make_task(title="Handwritten digits, 8×8, ten classes", max_team_size=3)
     users = get_user_model().objects
     figures = dict(
         latency_p50_ms=0.0123,
@@ -63,7 +72,10 @@ def a_busy_board(make_task: Any, alice: Any) -> Any:
                is_baseline=True)  # fmt: skip
     long_name = users.create_user("a-participant-with-a-rather-long-username")
     scored(task, long_name, 0.95, **figures, metrics=metrics)
-    return scored(task, alice, 0.972, **figures, metrics=metrics)
+    scored(task, users.create_user(UNBROKEN), 0.99, **figures, metrics=metrics)
+    mine = scored(task, alice, 0.972, **figures, metrics=metrics)
+    team_create(user=alice, task=task, name=UNBROKEN_TEAM)
+    return mine
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -73,15 +85,25 @@ def test_participant_pages_fit_the_window(
     mine = a_busy_board(make_task, alice)
     context = browser.new_context(viewport=WIDTHS[width])
     page = context.new_page()
+    wide = {}
+    for name, path in {"login": "/accounts/login/", "signup": "/accounts/signup/"}.items():
+        page.goto(f"{live_portal}{path}")  # before logging in: what a newcomer sees first
+        screenshot(page, f"fit-{name}-{width}")
+        sticks_out = page.evaluate(OVERFLOW)
+        if sticks_out["page"] > 0 or sticks_out["board"] > 0:
+            wide[name] = sticks_out
     log_in(page, live_portal, "alice", "alice-password-1")
     pages = {
         "home": "/",
         "task": "/tasks/digits/",
         "my-submissions": "/submissions/",
         "submission": f"/submissions/{mine.pk}/",
+        "upload": "/tasks/digits/submit/",
+        "challenges": "/challenges/",
+        "profile": "/accounts/profile/",
+        "team": "/tasks/digits/team/",
         "workers": "/workers/",
     }
-    wide = {}
     for name, path in pages.items():
         page.goto(f"{live_portal}{path}")
         if name == "task":  # task.js fills in the queue an upload would join
@@ -109,7 +131,7 @@ def test_the_board_folds_its_details_and_a_row_opens_them(
     row = page.locator('tr[data-user="alice"]')
     row.get_by_text("More").click()
     details = row.locator("td.more dl").inner_text()
-    assert "Samples/s" in details and "7.91 M" in details and "Top-5 accuracy" in details
+    assert "Throughput" in details and "7.91 M samples/s" in details and "Top-5 accuracy" in details
     screenshot(page, "fit-board-row-open-390")
     sticks_out = page.evaluate(OVERFLOW)
     assert sticks_out["page"] <= 0 and sticks_out["board"] <= 0, sticks_out
@@ -135,6 +157,9 @@ def test_operator_pages_fit_a_laptop(
         "admin-tasks": "/admin/submissions/task/",
         "admin-task": f"/admin/submissions/task/{mine.task.pk}/change/",
         "admin-add-task": "/admin/submissions/task/add/",
+        "admin-task-analytics": f"/admin/submissions/task/{mine.task.pk}/analytics/",
+        "admin-workers": "/admin/submissions/submission/workers/",
+        "admin-upload": "/admin/submissions/submission/upload/",
         "operator-task": "/tasks/digits/",
     }
     wide = {}
@@ -159,7 +184,7 @@ def test_a_challenge_phase_with_tracks_and_methods_fits_the_window(
         user=alice,
         task=first,
         values={
-            "method_name": "Distilled residual ensemble with test-time augmentation",
+            "method_name": "DistilledResidualEnsembleWithTestTimeAugmentationV2",
             "paper_url": "https://example.org/a/rather/long/path/to/the/paper.pdf",
             "code_url": "https://example.org/code",
         },
@@ -184,6 +209,7 @@ def test_a_challenge_phase_with_tracks_and_methods_fits_the_window(
         "phase-track": f"{first.get_absolute_url()}?track=efficiency",
         "phase-params": f"{first.get_absolute_url()}?track=parameters",
         "challenge": challenge.get_absolute_url(),
+        "fact-sheet": f"/tasks/{first.slug}/fact-sheet/",
     }.items():
         page.goto(f"{live_portal}{path}")
         screenshot(page, f"fit-{name}-{width}")

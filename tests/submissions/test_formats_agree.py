@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +60,50 @@ def test_page_api_and_cli_write_a_result_the_same_way(
     assert fields["Throughput"] == display["throughput"]
 
 
-def test_the_cli_leaderboard_writes_scores_and_latency_as_the_board_does(
+def board_row_html(user: str) -> str:
+    page = Client().get("/tasks/digits/").content.decode()
+    found = re.search(rf'<tr [^>]*data-user="{user}">.*?</tr>', page, re.S)
+    assert found is not None
+    return found.group(0)
+
+
+def test_the_board_page_its_api_display_and_the_cli_write_a_row_the_same_way(
     alice: Any, make_task: Any, live_portal: str, tmp_path: Path
 ) -> None:
-    scored(make_task(), alice, 1.0, latency_p50_ms=0.01218)
-    board = Client().get("/tasks/digits/").content.decode()
-    assert "1.000" in board and "12.2 µs" in board
+    metrics = {"accuracy": 1.0, "top5_accuracy": 1.0, "macro_f1": 0.9655}
+    timed = {
+        "latency_sessions": 3,
+        "latency_session_spread": 0.021,
+        "energy_per_sample_j": 0.000321,
+        "costs_not_counted": {"ops": {"Loop": 2}},
+    }
+    scored(make_task(), alice, 1.0, **FIGURES, **timed, metrics=metrics)
+
+    board = APIClient().get("/api/tasks/digits/leaderboard/").json()
+    assert board["metric_label"] == "Top-1 accuracy"
+    display = board["rows"][0]["display"]
+    assert display == {
+        "score": "1.000",
+        "metrics": {"Top-5 accuracy": "1.000", "Macro F1": "0.9655"},
+        "latency_p50": "12.2 µs",
+        "latency_spread": "± 0.9 %",
+        "latency_session_spread": "2.1 %",
+        "throughput": "3.69 M samples/s",
+        "peak_memory": "1.18 MiB",
+        "parameters": "650",
+        "flops": "≥ 41.3 k",
+        "energy_per_sample": "321 µJ",
+    }
+
+    row = board_row_html("alice")  # the board page draws every one of them, the same way
+    for name, text in display.items():
+        if name == "metrics":
+            assert all(f"<span>{k} {v}</span>" in row for k, v in text.items())
+        elif name != "energy_per_sample":  # the board has no energy column; the result has
+            assert text in row, name
+
     oep = Oep(tmp_path, url=live_portal, token=api_token_create(user=alice, name="t").secret)
     out = oep("leaderboard", "digits").stdout
-    assert "Top-1 accuracy (higher is better)" in out
-    assert "1.000" in out and "12.2 µs" in out
+    assert f"{board['metric_label']} (higher is better)" in out
+    line = next(ln for ln in out.splitlines() if "alice" in ln).split()
+    assert display["score"] in line and display["latency_p50"] in " ".join(line)

@@ -93,7 +93,7 @@ def test_sorting_by_a_column_reorders_rows_but_keeps_each_rank(
     assert board_users(by_speed) == ["bob", "operator", "alice"]
     assert re.search(r'data-user="bob">\s*<td class="num">2</td>', by_speed)
     # throughput is folded under "More": its sort link says which way the board is sorted
-    assert re.search(r'sort=throughput[^"]*"\s*aria-current="true">Samples/s ▼</a>', by_speed)
+    assert re.search(r'sort=throughput[^"]*"\s*aria-current="true">Throughput ▼</a>', by_speed)
     by_name = Client().get(PAGE, {"sort": "user", "dir": "desc"}).content.decode()
     assert board_users(by_name) == ["operator", "bob", "alice"]
     nonsense = Client().get(PAGE, {"sort": "password", "dir": "sideways", "page": "-3"})
@@ -143,6 +143,24 @@ def test_baselines_are_marked_and_the_viewers_row_is_highlighted(
     assert re.search(r'data-user="operator">(?:(?!</tr>).)*chip-baseline', page, re.S)
     assert '<tr class="mine" data-user="alice">' in page
     assert '<tr class="baseline" data-user="operator">' in page  # marked, not highlighted
+
+
+def test_an_unstable_baseline_says_why_on_the_board_with_the_tasks_own_limits(
+    make_task: Any, operator: Any
+) -> None:
+    """The demo's baselines are timed on whatever machine runs the demo, busy or not: where one
+    comes out "unstable", the board says what that means and why, in the task's own limits."""
+    task = make_task(timing={"unstable_spread": 0.08})
+    scored(task, operator, 0.8, is_baseline=True, latency_p50_ms=42.0, latency_spread=0.148,
+           latency_unstable=True)  # fmt: skip
+    page = Client().get(PAGE).content.decode()
+    assert re.search(r'data-user="operator">(?:(?!</tr>).)*chip-unstable', page, re.S)
+    assert "± 14.8 %" in page  # beside the chip, on a phone too (a title is hover-only)
+    why = re.search(r"<span data-unstable-why>(.*?)</span>", page, re.S)
+    assert why is not None
+    assert "differ by more than 8.0 %" in why.group(1)
+    assert "other work shared the machine" in why.group(1)
+    assert "score is not affected" in why.group(1)
 
 
 def test_csv_export_has_every_ranked_user_and_every_metric(
