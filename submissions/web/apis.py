@@ -182,7 +182,8 @@ class SubmissionDetailApi(APIView):
         place = selectors.submission_queue_place(submission=submission)
         data["queue_position"] = place["position"] if place else None
         data["queue"] = place
-        data["run_report"] = submission.run_report or {}
+        if "display" in data:  # withheld with every result while the task is withdrawn
+            data["run_report"] = submission.run_report or {}
         return Response(data)
 
 

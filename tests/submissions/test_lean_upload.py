@@ -179,7 +179,7 @@ def test_the_submission_serializers_build_their_fields_once_per_class(
     built = serializers.ModelSerializer.get_fields(SubmissionSerializer(first))  # uncached
     assert list(one.fields) == list(built)
     detail = SubmissionDetailSerializer(first)
-    assert list(detail.fields) == [*built, "queue_position"]
+    assert list(detail.fields) == [*built, "queue_position", "run_report"]
     assert "queue_position" not in SubmissionSerializer(second).fields
 
 

@@ -32,7 +32,8 @@ def task(make_task: Any) -> Task:
 
 @pytest.fixture
 def alices(task: Task, alice: Any) -> Submission:
-    return scored(task, alice, SCORE, latency_p50_ms=12.5, throughput=900.0)
+    report = {"operators": [{"op": "KestrelConv", "nodes": 1, "us": 10.0, "share": 1.0}]}
+    return scored(task, alice, SCORE, latency_p50_ms=12.5, throughput=900.0, run_report=report)
 
 
 def operator_sets_hidden(operator: Any, task: Task, hidden: bool) -> None:
@@ -77,6 +78,7 @@ def test_a_participant_keeps_her_submission_but_not_the_withdrawn_tasks_name_or_
     seen = seen_by(alice, alices)
 
     for where, body in seen.items():
+        assert "KestrelConv" not in body, f"{where} shows the run report"  # a result too
         for secret in SECRETS:
             assert secret not in body.lower(), f"{where} shows {secret!r} to alice"
     for page in ("list page", "detail page"):
