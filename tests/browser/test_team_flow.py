@@ -74,6 +74,9 @@ def test_invite_accept_submit_and_one_team_row_on_the_board(
             ),
             what="bob's upload scored and on the board",
         )
+        # The submission's page reloads itself once its status is final: let it, so that the
+        # next navigation is not interrupted by that reload.
+        joiner.locator(".chip-succeeded[data-status]").wait_for()
 
         for page in (founder, joiner):
             page.goto(f"{base}{task.get_absolute_url()}")
