@@ -102,23 +102,17 @@ def summarise_profile(events: list[dict[str, Any]], main_provider: str) -> dict[
     operator type, largest first."""
     nodes = _last_run_nodes(events)
     providers = collections.Counter(str(e["args"].get("provider", "")) for e in nodes)
-    off_main = sorted(
-        {
-            str(e["args"].get("op_name", ""))
-            for e in nodes
-            if e["args"].get("provider") != main_provider
-            and e["args"].get("op_name") not in _MEMCPY
-        }
-    )
+    off_main_nodes = [
+        e
+        for e in nodes
+        if e["args"].get("provider") != main_provider and e["args"].get("op_name") not in _MEMCPY
+    ]
+    off_main = sorted({str(e["args"].get("op_name", "")) for e in off_main_nodes})
     by_op: dict[str, list[float]] = collections.defaultdict(list)
     for e in nodes:
         by_op[str(e["args"].get("op_name", "?"))].append(float(e.get("dur", 0)))
     total = sum(sum(v) for v in by_op.values())
-    off_main_us = sum(
-        float(e.get("dur", 0))
-        for e in nodes
-        if e["args"].get("provider") != main_provider and e["args"].get("op_name") not in _MEMCPY
-    )
+    off_main_us = sum(float(e.get("dur", 0)) for e in off_main_nodes)
     operators = [
         {
             "op": op,

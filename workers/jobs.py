@@ -35,6 +35,7 @@ from evaluation.runner import (
     score_run,
 )
 from evaluation.sandbox import ModelProcessDied, SandboxRun
+from evaluation.spec import TaskSpec
 from evaluation.timing import combine_sessions
 from submissions.boards.leaderboard import BOARD_LAG_S, DRAIN_WAIT_S, leaderboard_drain_stale
 from submissions.lifecycle import services
@@ -123,6 +124,7 @@ def _evaluate(submission: Submission, name: str) -> EvalResult:
         submission,
         model_bytes,
         data.inputs,
+        spec,
         device,
         progress=_progress_writer(submission.pk),
         complete_costs=submission.costs_complete is False,
@@ -134,7 +136,8 @@ def _evaluate(submission: Submission, name: str) -> EvalResult:
     for _ in range(task.device_class.timing_sessions - 1):
         if sandboxing.stopping():  # the result stands on the sessions timed so far
             break
-        again, _ = _run_in_process(submission, model_bytes, data.inputs[: spec.batch_size], device)
+        batch = data.inputs[: spec.batch_size]
+        again, _ = _run_in_process(submission, model_bytes, batch, spec, device)
         timings.append(again.run.timing)
     outcome.run.timing = combine_sessions(timings)
     result = score_run(outcome.run, data, spec, device)
@@ -168,6 +171,7 @@ def _run_in_process(
     submission: Submission,
     model_bytes: bytes,
     inputs: np.ndarray,
+    spec: TaskSpec,
     device: DeviceConfig,
     *,
     progress: Callable[[float], None] = lambda _: None,
@@ -177,7 +181,6 @@ def _run_in_process(
 ) -> tuple[SandboxRun, int | None]:
     """One session of the model in a model process of its own: what it ran and its peak
     memory, read while the process still exists."""
-    spec = submission.task.spec()
     with sandboxing.running_model_process(device) as process:
         measured = Measurement(
             device,
