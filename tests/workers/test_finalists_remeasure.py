@@ -23,6 +23,7 @@ from submissions.boards.finalists import (
     finalists_remeasure,
 )
 from submissions.boards.leaderboard import leaderboard_rebuild
+from submissions.lifecycle.services import submission_rerun
 from submissions.models import FinalistCampaign, FinalistMeasurement, Submission
 from tests.submissions.test_ranking_rules import rule_set
 from tests.workers.fleet_support import fast_model, submit
@@ -245,6 +246,10 @@ def test_the_command_starts_one_and_reports_it(entered: Any, run_worker: Any) ->
     report = out.getvalue()
     assert "finished" in report and "public: 1 → 1" in report
     assert "re-measured 2 sessions" in report
+    # A new result of a re-measured finalist ranks on its own timing again.
+    m = FinalistMeasurement.objects.get(status="done")
+    assert submission_rerun(submission_id=m.submission_id)
+    assert Submission.objects.get(pk=m.submission_id).remeasurement is None
 
 
 def test_nothing_to_re_measure_on_a_board_without_ranked_entries(make_task: Any) -> None:
