@@ -24,14 +24,16 @@ from submissions.boards.finalists import (
 )
 from submissions.boards.leaderboard import leaderboard_rebuild
 from submissions.lifecycle.services import submission_rerun
-from submissions.models import FinalistCampaign, FinalistMeasurement, Submission
+from submissions.models import FinalistCampaign, FinalistMeasurement, Submission, Track
 from tests.submissions.test_ranking_rules import rule_set
+from tests.submissions.test_read_api import scored
 from tests.workers.fleet_support import fast_model, submit
 from workers import recovery
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 API = "/api/tasks/digits/leaderboard/"
+CPU = {"conditions": {"device_class": "cpu"}}
 
 
 @pytest.fixture
@@ -258,3 +260,23 @@ def test_nothing_to_re_measure_on_a_board_without_ranked_entries(make_task: Any)
         finalists_remeasure(task_id=task.pk)
     leaderboard_rebuild(task_id=task.pk)
     assert not FinalistCampaign.objects.exists()
+
+
+def test_the_finalists_are_the_union_of_each_boards_top_n(
+    make_task: Any, alice: Any, bob: Any, operator: Any, queue: Any
+) -> None:
+    """The main board ranks the score, a track the latency: the top 1 of each is re-measured."""
+    task = make_task()
+    strong = scored(task, alice, 0.9, latency_p50_ms=40.0, timing=CPU)
+    fast = scored(task, bob, 0.5, latency_p50_ms=1.0, timing=CPU)
+    scored(task, operator, 0.7, latency_p50_ms=10.0, timing=CPU)
+    Track.objects.create(task=task, name="Speed", slug="speed", kind="measure", measure="latency")
+    leaderboard_rebuild(task_id=task.pk)
+
+    campaign = finalists_remeasure(task_id=task.pk, top=1)
+
+    timed = FinalistMeasurement.objects.filter(campaign=campaign).order_by("position")
+    assert [m.submission_id for m in timed] == [strong.pk, fast.pk]  # best rank, then id
+    assert campaign.ranks_before["public"][str(strong.pk)] == 1
+    assert campaign.ranks_before["public/speed"][str(fast.pk)] == 1
+    assert [m.before_p50_ms for m in timed] == [40.0, 1.0]
