@@ -10,6 +10,7 @@ import csv
 import io
 import statistics
 from io import StringIO
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
+from accounts.services import api_token_create
 from submissions.boards.finalists import (
     FinalistsRefused,
     finalist_campaign_finish,
@@ -25,6 +27,7 @@ from submissions.boards.finalists import (
 from submissions.boards.leaderboard import leaderboard_rebuild
 from submissions.lifecycle.services import submission_rerun
 from submissions.models import FinalistCampaign, FinalistMeasurement, Submission, Track
+from tests.portal.client_support import Oep
 from tests.submissions.test_ranking_rules import rule_set
 from tests.submissions.test_read_api import scored
 from tests.workers.fleet_support import fast_model, submit
@@ -101,8 +104,8 @@ def test_finalists_are_timed_in_more_sessions_and_rank_on_the_new_figure(
     in_step()
 
 
-def test_the_board_page_and_csv_show_the_re_measured_figure_with_its_spread_and_time(
-    entered: Any, run_worker: Any
+def test_the_board_page_csv_and_cli_show_the_re_measured_figure_with_its_spread_and_time(
+    entered: Any, run_worker: Any, live_portal: str, tmp_path: Path
 ) -> None:
     finalists_remeasure(task_id=entered["task"].pk, sessions=3)
     run_worker()
@@ -118,6 +121,10 @@ def test_the_board_page_and_csv_show_the_re_measured_figure_with_its_spread_and_
     assert line["remeasured_sessions"] == "3"
     assert float(line["ranked_latency_p50_ms"]) == pytest.approx(m.latency_p50_ms)
     assert line["remeasured_at"] == m.taken_at.isoformat()
+    token = api_token_create(user=entered["alice"].user, name="t").secret
+    out = Oep(tmp_path, url=live_portal, token=token)("leaderboard", "digits").stdout
+    mine = next(ln for ln in out.splitlines() if " alice " in f" {ln} ")
+    assert f"{display['latency_p50']} (re-measured)" in mine
 
 
 def test_finalists_stay_on_the_board_while_they_wait_and_one_job_times_them_all_in_turn(
