@@ -19,9 +19,12 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.services import api_token_create
+from evaluation.timing import Timing
 from submissions.boards.finalists import (
     FinalistsRefused,
     finalist_campaign_finish,
+    finalist_measurement_save,
+    finalist_measurement_start,
     finalists_remeasure,
 )
 from submissions.boards.leaderboard import leaderboard_rebuild
@@ -287,3 +290,26 @@ def test_the_finalists_are_the_union_of_each_boards_top_n(
     assert campaign.ranks_before["public"][str(strong.pk)] == 1
     assert campaign.ranks_before["public/speed"][str(fast.pk)] == 1
     assert [m.before_p50_ms for m in timed] == [40.0, 1.0]
+
+
+def test_a_re_measurement_on_another_device_class_is_kept_and_ranks_nothing(
+    entered: Any, queue: Any
+) -> None:
+    task = entered["task"]
+    order = ranks()
+    campaign = finalists_remeasure(task_id=task.pk, top=1, device_class="gpu")
+    assert campaign.device_class_id == "gpu" and queue.job_ids == []  # on the gpu class's queue
+    m = FinalistMeasurement.objects.get(campaign=campaign)
+    assert finalist_measurement_start(measurement_id=m.pk, worker_name="gpu0")
+    timing = Timing(
+        p50_ms=0.001, p90_ms=0.001, p95_ms=0.001, p99_ms=0.001, mean_ms=0.001, spread=0.0,
+        unstable=False, exclusive=True, pass_medians_ms=[0.001], batches_per_pass=[4],
+        duration_s=0.1, lock_wait_s=0.0, started_at=0.0, finished_at=0.1,
+        protocol=task.timing_protocol(), session_p50s_ms=[0.001, 0.001], session_spread=0.0,
+    )  # fmt: skip
+    finalist_measurement_save(measurement_id=m.pk, timing=timing, batch_size=16, device_name="A40")
+
+    m.refresh_from_db()
+    assert m.status == "done" and m.sessions == 2 and m.device_name == "A40"
+    assert Submission.objects.get(pk=m.submission_id).remeasurement is None
+    assert ranks() == order  # latency counts on the task's class only
