@@ -23,6 +23,8 @@ from submissions.models import (
     ChallengeRegistration,
     DatasetVersion,
     FactSheet,
+    FinalistCampaign,
+    FinalistMeasurement,
     LeaderboardPending,
     Notification,
     RankingRule,
@@ -57,7 +59,7 @@ TABLES_BEFORE = {
     ("submissions", "submissions_webhookdelivery"),
 }
 # Tables added since, by migrations of their own (0022_challenges, 0023_fact_sheets,
-# 0025_tracks, 0026_announcements): new, not moved.
+# 0025_tracks, 0026_announcements, 0030_finalist_remeasure): new, not moved.
 TABLES_ADDED = {
     ("submissions", "submissions_challenge"),
     ("submissions", "submissions_challengeregistration"),
@@ -65,6 +67,8 @@ TABLES_ADDED = {
     ("submissions", "submissions_track"),
     ("submissions", "submissions_announcement"),
     ("submissions", "submissions_announcementdelivery"),
+    ("submissions", "submissions_finalistcampaign"),
+    ("submissions", "submissions_finalistmeasurement"),
 }
 
 
@@ -110,6 +114,10 @@ def test_a_database_with_a_row_in_every_table_keeps_every_row(
     FactSheet.objects.create(task=task, user=alice, method_name="Ridge")
     news = Announcement.objects.create(challenge=challenge, title="News", body="Data is out.")
     AnnouncementDelivery.objects.create(announcement=news, user=alice)
+    campaign = FinalistCampaign.objects.create(task=task, device_class_id="cpu", top=1, sessions=5)
+    FinalistMeasurement.objects.create(
+        campaign=campaign, submission=done, position=0, device_class_id="cpu"
+    )
     before = {m._meta.db_table: m.objects.count() for m in our_models()}
     assert all(before.values()), before
 

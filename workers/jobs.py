@@ -178,14 +178,16 @@ def _run_in_process(
     complete_costs: bool = False,
     test_hook: str | None = None,
     report: bool = False,
+    device_class: str = "",
 ) -> tuple[SandboxRun, int | None]:
     """One session of the model in a model process of its own: what it ran and its peak
-    memory, read while the process still exists."""
+    memory, read while the process still exists. ``device_class``: the class it is timed on,
+    when not its task's (a finalist re-measured elsewhere)."""
     with sandboxing.running_model_process(device) as process:
         measured = Measurement(
             device,
             lock_wait_s=spec.timing.lock_wait_s,
-            device_class=submission.task.device_class_slug,
+            device_class=device_class or submission.task.device_class_slug,
             pid=process.pid,
             device_before=process.device_before,
         )

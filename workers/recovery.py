@@ -18,6 +18,9 @@ truth; Redis is checked against it:
 - a result whose board refresh is still pending after ``PENDING_STALE_S`` (its process died
   between the result and the refresh) gets it
   (``submissions.boards.leaderboard.leaderboard_drain``).
+- a task with ``remeasure_finalists_at_close`` that has closed gets its finalists re-measured
+  (the close has no event of its own: this sweep is its hook), and a re-measurement whose job is
+  gone (its worker lost, Redis flushed) is resumed (``submissions.boards.finalists``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from rq.job import Job, JobStatus
 
 from queueing import heartbeat
 from queueing.queues import queue_name
+from submissions.boards import finalists
 from submissions.boards.leaderboard import leaderboard_drain_stale
 from submissions.lifecycle import services
 from submissions.models import Submission
@@ -111,6 +115,7 @@ def reconcile(
         _recover_unclaimed_running(connection, report, now=clock())
         _sweep_notifications()
         _drain_stale_boards()
+        _finalists(connection, now=clock())
         return report
     finally:
         with contextlib.suppress(LockError):  # expired (a long run) or Redis flushed meanwhile
@@ -140,6 +145,43 @@ def _drain_stale_boards() -> None:
     for task_id, count in drained.items():
         if count:
             log.info("refreshed the board of task %s for %d pending result(s)", task_id, count)
+
+
+# A campaign's job is enqueued right after its commit: younger ones are left alone.
+FINALISTS_GRACE_S = 5.0
+
+
+def _finalists(connection: Redis, now: float) -> None:
+    """Start the finalists' re-measurement of tasks that closed, and resume campaigns whose job
+    is neither waiting nor run by a live worker."""
+    try:
+        finalists.finalists_remeasure_closed()
+        campaigns = finalists.finalist_campaigns_unfinished(older_than_s=FINALISTS_GRACE_S)
+        if not campaigns:
+            return
+        waiting = _waiting_job_ids(connection, sorted({c for _, _, c in campaigns}))
+        states = {s.name: s for s in heartbeat.read_states(connection)}
+        jobs = Job.fetch_many([job_id or "-" for _, job_id, _ in campaigns], connection=connection)
+        for (campaign_id, _, _), job in zip(campaigns, jobs, strict=True):
+            if not _campaign_job_alive(job, waiting, states, now):
+                log.warning("finalist campaign %s lost its job: resumed", campaign_id)
+                finalists.finalist_campaign_resume(campaign_id=campaign_id)
+    except (DatabaseError, RedisError) as exc:  # the next run tries again
+        log.warning("finalists' re-measurements not looked after: %s", exc)
+
+
+def _campaign_job_alive(
+    job: Job | None, waiting: set[str], states: dict[str, heartbeat.WorkerState], now: float
+) -> bool:
+    if job is None:
+        return False
+    status = job.get_status(refresh=False)
+    if status == JobStatus.QUEUED:
+        return job.id in waiting
+    if status == JobStatus.STARTED:
+        state = states.get(job.worker_name or "")
+        return state is not None and heartbeat.is_online(state, now)
+    return status in ALIVE_JOB_STATUSES
 
 
 def _job_alive(job: Job | None, waiting: set[str], claimed: bool, queue: str) -> bool:

@@ -26,6 +26,7 @@ from evaluation import formats
 from plumbing.refusal_responses import attempt
 from submissions.admin.analytics import task_analytics_view
 from submissions.admin.datasets import dataset_summary_read
+from submissions.admin.finalists import started_message, task_finalists_view
 from submissions.admin.forms import AdminUploadForm, TaskAdminForm
 from submissions.admin.rule_forms import RULE_FIELDS, RankingRuleForm, TrackForm
 from submissions.admin.services import (
@@ -37,6 +38,7 @@ from submissions.admin.services import (
     task_leaderboard_set,
 )
 from submissions.admin.workers import worker_rows
+from submissions.boards.finalists import FinalistsRefused, finalists_remeasure
 from submissions.boards.leaderboard import (
     leaderboard_rebuild,
     leaderboard_submissions_changed,
@@ -225,6 +227,16 @@ class TaskAdmin(admin.ModelAdmin):
             },
         ),
         ("Teams", {"fields": ["max_team_size", "team_merge_deadline"]}),
+        (
+            "Finalists re-measured",
+            {
+                "fields": [
+                    ("finalists_top", "finalists_sessions"),
+                    "remeasure_finalists_at_close",
+                    "finalists",
+                ]
+            },
+        ),
     ]
 
     def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
@@ -236,7 +248,7 @@ class TaskAdmin(admin.ModelAdmin):
             task_file.delete()
         formset.save_m2m()
 
-    readonly_fields = ["current_dataset_summary", "dataset_summary", "analytics"]
+    readonly_fields = ["current_dataset_summary", "dataset_summary", "analytics", "finalists"]
 
     @admin.display(description="Analytics")
     def analytics(self, task: Task) -> str:
@@ -244,6 +256,13 @@ class TaskAdmin(admin.ModelAdmin):
             return "Shown once the task is saved."
         url = reverse("admin:submissions_task_analytics", args=[task.pk])
         return format_html('<a href="{}">Submissions, participants, failures and times</a>', url)
+
+    @admin.display(description="Re-measurements")
+    def finalists(self, task: Task) -> str:
+        if not task.pk:
+            return "Shown once the task is saved."
+        url = reverse("admin:submissions_task_finalists", args=[task.pk])
+        return format_html('<a href="{}">Re-measure the finalists; ranks before and after</a>', url)
 
     @admin.display(description="Closes", ordering="closes_at")
     def closes(self, task: Task) -> str:
@@ -294,7 +313,12 @@ class TaskAdmin(admin.ModelAdmin):
             self.admin_site.admin_view(partial(task_analytics_view, self)),
             name="submissions_task_analytics",
         )
-        return [dataset, analytics, *super().get_urls()]
+        finalists = path(
+            "<int:pk>/finalists/",
+            self.admin_site.admin_view(partial(task_finalists_view, self)),
+            name="submissions_task_finalists",
+        )
+        return [dataset, analytics, finalists, *super().get_urls()]
 
     def dataset_view(self, request: HttpRequest, pk: int) -> FileResponse:
         """Staff only (admin_view): the task's dataset, streamed from storage."""
@@ -323,6 +347,7 @@ class TaskAdmin(admin.ModelAdmin):
             leaderboard_rebuild(task_id=form.instance.pk)
 
     actions = [
+        "remeasure_finalists",
         "retime_top",
         "reveal_private",
         "conceal_private",
@@ -350,6 +375,18 @@ class TaskAdmin(admin.ModelAdmin):
             "at re-run priority; each leaves the board until its new result is in.",
             messages.SUCCESS if done else messages.WARNING,
         )
+
+    @admin.action(description="Re-measure finalists (timing only; they stay on the board)")
+    def remeasure_finalists(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        """With each task's own settings; its finalists page chooses others."""
+        for task in queryset:
+            try:
+                campaign = finalists_remeasure(task_id=task.pk, user=request.user)
+            except FinalistsRefused as exc:
+                self.message_user(request, str(exc), messages.WARNING)
+                continue
+            self.log_change(request, task, f"Finalists re-measured (campaign {campaign.pk})")
+            started_message(self, request, campaign)
 
     @admin.action(description="Reveal private scores")
     def reveal_private(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.db import models
 from django.urls import reverse
 
 from evaluation.metrics import get_metric, metric_choices, options_resolve
@@ -168,6 +169,13 @@ def timing_field(key: str, label: str, help_text: str) -> forms.Field:
     return field
 
 
+def _default(name: str) -> int:
+    """A task field's model default: what a box left empty means."""
+    field = Task._meta.get_field(name)
+    assert isinstance(field, models.Field)
+    return int(field.get_default())
+
+
 class TaskAdminForm(forms.ModelForm):
     # Asked with a dataset upload (submissions/tasks/datasets.py: task_dataset_replace).
     dataset_note = forms.CharField(
@@ -205,6 +213,27 @@ class TaskAdminForm(forms.ModelForm):
 
     def clean_max_team_size(self) -> int:
         return self.cleaned_data.get("max_team_size") or 1  # left empty: no teams
+
+    finalists_top = forms.IntegerField(
+        min_value=1,
+        max_value=1000,
+        required=False,
+        label="Finalists: top N of each board",
+        help_text=Task._meta.get_field("finalists_top").help_text,
+    )
+    finalists_sessions = forms.IntegerField(
+        min_value=1,
+        max_value=25,
+        required=False,
+        label="Finalists: timing sessions each",
+        help_text=Task._meta.get_field("finalists_sessions").help_text,
+    )
+
+    def clean_finalists_top(self) -> int:
+        return self.cleaned_data.get("finalists_top") or _default("finalists_top")
+
+    def clean_finalists_sessions(self) -> int:
+        return self.cleaned_data.get("finalists_sessions") or _default("finalists_sessions")
 
     input_shape = ShapeField(
         example="[3, 224, 224]", help_text="Per-sample input shape, e.g. [3, 224, 224]."
@@ -268,6 +297,9 @@ class TaskAdminForm(forms.ModelForm):
             "final_selections",
             "max_team_size",
             "team_merge_deadline",
+            "finalists_top",
+            "finalists_sessions",
+            "remeasure_finalists_at_close",
         ]
 
     summary: DatasetSummary | None = None

@@ -68,7 +68,14 @@ from submissions.lifecycle.selectors import (
 )
 from submissions.models import Submission, Task
 from submissions.models.boards import LeaderboardEntry, LeaderboardPending, LeaderboardRecord
-from submissions.models.ranking import RankingRule, Track, rule_on, task_rule_row, task_tracks
+from submissions.models.ranking import (
+    RankingRule,
+    Track,
+    rule_on,
+    submission_measures,
+    task_rule_row,
+    task_tracks,
+)
 
 
 def _entry(task: Task, board: str, row: Submission, track: Track | None) -> LeaderboardEntry:
@@ -88,11 +95,17 @@ def _entry(task: Task, board: str, row: Submission, track: Track | None) -> Lead
         created_at=row.created_at,
         entries=row.entries,  # type: ignore[attr-defined]
         last_submitted_at=row.last_submitted_at,  # type: ignore[attr-defined]
-        latency_p50_ms=row.latency_p50_ms,
+        latency_p50_ms=verdict_latency(row),
         throughput=row.throughput,
         device_name=row.device_name,
         baseline=row.is_baseline,
     )
+
+
+def verdict_latency(row: Submission) -> float | None:
+    """The p50 the board sorts its latency column on: the ranked one (a finalist's
+    re-measurement where it has one, ``ranking_models.submission_measures``)."""
+    return submission_measures(row, "public").latencies_ms.get("p50")
 
 
 def _entries_computed(

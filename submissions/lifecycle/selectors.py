@@ -334,7 +334,7 @@ def best_rows_computed(
     counted = eligible.annotate(
         entries=Window(Count("id"), partition_by=by_user),
         last_submitted_at=Window(Max("created_at"), partition_by=by_user),
-    ).select_related("user", "team")
+    ).select_related("user", "team", "remeasurement")
     rows: list[Submission]
     if rule.kind == ranking.PRIMARY:
         best_first = _best_first(task, score_field(board))
@@ -397,6 +397,8 @@ def leaderboard_track(*, task: Task, slug: str) -> Track | None:
 
 
 _RANK_ORDER = ["unranked", "rank_key", "created_at", "submission_id"]
+# What a board row reads besides its entry: the name, the team, a finalist's re-measurement.
+ROW_RELATED = ("submission__user", "submission__team", "submission__remeasurement")
 
 
 def _fact_sheets(task: Task, entries: Collection[LeaderboardEntry]) -> dict[str, FactSheet]:
@@ -437,11 +439,7 @@ def leaderboard(
 ) -> list[LeaderboardRow]:
     """Every ranked user with the full best submission (for the CSV export). One query; on a
     challenge's phase one more, for the entrants' fact sheets."""
-    entries = (
-        _entries(task, board, track)
-        .select_related("submission__user", "submission__team")
-        .order_by(*_RANK_ORDER)
-    )
+    entries = _entries(task, board, track).select_related(*ROW_RELATED).order_by(*_RANK_ORDER)
     listed = list(entries)
     sheets = _fact_sheets(task, listed)
     return [_row(task, entry, index + 1, sheets) for index, entry in enumerate(listed)]
@@ -456,7 +454,7 @@ def _own_row(
     entry = (
         _entries(task, board, track)
         .filter(Q(team__in=teams) | Q(user=user, team__isnull=True, baseline=False))
-        .select_related("submission__user", "submission__team")
+        .select_related(*ROW_RELATED)
         .first()
     )
     if entry is None:
@@ -493,7 +491,7 @@ def task_cards(*, user: Any) -> list[TaskCard]:
     for task in task_list_visible(user=user):
         shown = not leaderboard_refusal(task=task, user=user) and task.scores_shown_to(user)
         first = (
-            _entries(task, BOARD_PUBLIC).select_related("submission__user", "submission__team")
+            _entries(task, BOARD_PUBLIC).select_related(*ROW_RELATED)
             .order_by(*_RANK_ORDER).first()
             if shown else None
         )  # fmt: skip
@@ -535,9 +533,7 @@ def leaderboard_page(
         .values_list("pk", "rank")
     )
     ranks = dict(ranked[(page - 1) * page_size : page * page_size])
-    by_id = LeaderboardEntry.objects.select_related("submission__user", "submission__team").in_bulk(
-        list(ranks)
-    )
+    by_id = LeaderboardEntry.objects.select_related(*ROW_RELATED).in_bulk(list(ranks))
     sheets = _fact_sheets(task, list(by_id.values()))
     shown = [_row(task, by_id[pk], rank, sheets) for pk, rank in ranks.items()]
     own = _own_row(task, board, user, track)

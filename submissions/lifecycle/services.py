@@ -388,6 +388,7 @@ def _success_values(result: EvalResult, dataset_version_id: int | None) -> dict[
         "device_name": result.device_name,
         "ort_version": result.ort_version,
         "samples_evaluated": result.samples_evaluated,
+        "remeasurement": None,  # a new result's own timing ranks until it is re-measured
         "batch_latencies_ms": result.batch_latencies_ms,
         "run_report": result.run_report,
         **(Submission.static_cost_columns(result.costs) if result.costs is not None else {}),
@@ -599,6 +600,7 @@ RESULT_RESET: dict[str, Any] = dict(
     latency_session_spread=None,
     energy_per_sample_j=None,
     average_power_w=None,
+    remeasurement=None,
     run_report={},
     timing_exclusive=None,
     timing={},

@@ -7,6 +7,7 @@ from submissions.models.boards import LeaderboardEntry, LeaderboardPending, Lead
 from submissions.models.challenges import Challenge, ChallengeRegistration, FactSheet
 from submissions.models.core import DeviceClass, Submission, SubmissionQuerySet, Task, TaskQuerySet
 from submissions.models.datasets import DatasetVersion
+from submissions.models.finalists import FinalistCampaign, FinalistMeasurement
 from submissions.models.notifications import Notification, Webhook, WebhookDelivery
 from submissions.models.ranking import RankingRule, Track
 from submissions.models.task_files import TaskFile, TaskFileQuerySet
@@ -20,6 +21,8 @@ __all__ = [
     "DatasetVersion",
     "DeviceClass",
     "FactSheet",
+    "FinalistCampaign",
+    "FinalistMeasurement",
     "LeaderboardEntry",
     "LeaderboardPending",
     "LeaderboardRecord",

@@ -214,6 +214,22 @@ class Task(models.Model):
         related_name="phases",
     )
     phase_order = models.PositiveSmallIntegerField(default=0, help_text="Phases run in this order.")
+    finalists_top = models.PositiveSmallIntegerField(
+        default=10,
+        validators=[MinValueValidator(1)],
+        help_text="Re-measuring finalists: the top N ranked entries of each board (public and "
+        "private, main and tracks) are re-timed, their union once each.",
+    )
+    finalists_sessions = models.PositiveSmallIntegerField(
+        default=5,
+        validators=[MinValueValidator(1), MaxValueValidator(25)],
+        help_text="Re-measuring finalists: the fresh timing sessions each one is timed in.",
+    )
+    remeasure_finalists_at_close = models.BooleanField(
+        default=False,
+        help_text="Re-measure the finalists on the task's device class once it closes (the "
+        "workers' periodic recovery starts it); the admin action does it at any time.",
+    )
     requires_fact_sheet = models.BooleanField(
         default=False,
         help_text="Finals can be selected only by an entrant whose fact sheet is complete "
@@ -473,6 +489,16 @@ class Submission(models.Model):
     ort_version = models.CharField(max_length=32, blank=True)
     samples_evaluated = models.PositiveIntegerField(null=True, blank=True)
     batch_latencies_ms = models.JSONField(default=list, blank=True)
+    # Its latest re-measurement as a finalist on the task's device class: ranks in place of the
+    # latencies above (``submissions.models.ranking.submission_measures``).
+    remeasurement = models.ForeignKey(
+        "submissions.FinalistMeasurement",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        editable=False,
+    )
     run_report = models.JSONField(
         default=dict,
         blank=True,

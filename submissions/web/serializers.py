@@ -327,6 +327,10 @@ class RowDisplaySerializer(serializers.Serializer):
     parameters = serializers.CharField()
     flops = serializers.CharField(help_text="'≥ n' when the count leaves nodes out.")
     energy_per_sample = serializers.CharField()
+    remeasured = serializers.CharField(
+        help_text="A finalist's re-measurement: 're-measured 5 sessions, ± 1.2 %, 28 Nov 10:02'; "
+        "'' when not re-measured. latency_p50 is then the re-measured p50."
+    )
 
 
 ROW_DISPLAY_HELP = (
