@@ -92,6 +92,41 @@ def test_the_worker_answers_the_lock_the_readings_and_the_progress(
     assert progress and all(0 <= p <= 1 for p in progress)
 
 
+class _CountingGate:
+    """A scoring gate that wants the device once, on its first question, and counts them."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.gave_way = 0
+
+    def due(self) -> bool:
+        self.asked += 1
+        return self.asked == 1
+
+    def give_way(self, limit_s: float) -> float:
+        self.gave_way += 1
+        return 0.0
+
+
+def test_the_model_process_gives_way_when_told_without_asking_before_every_batch(
+    process: ModelProcess, model: bytes
+) -> None:
+    gate = _CountingGate()
+
+    @contextlib.contextmanager
+    def scoring() -> Iterator[_CountingGate]:
+        yield gate
+
+    many = np.random.default_rng(5).normal(size=(4000, 1, 8, 8)).astype(np.float32)
+    spec = replace(SPEC, batch_size=1)  # 4,000 batches to score, each far shorter than 20 ms
+    outcome = process.evaluate(model, many, spec, DEVICE, hooks=TimingHooks(scoring=scoring))
+
+    assert len(outcome.run.preds) == 4000
+    assert gate.gave_way == 1  # the one "due" answer was acted on
+    # It asks again only after model_process.DUE_LOOK_EVERY_S, not before each of the batches.
+    assert 2 <= gate.asked < 4000 / 4
+
+
 def test_a_model_that_hangs_while_loading_fails_at_the_time_limit(
     process: ModelProcess, model: bytes, inputs: np.ndarray
 ) -> None:
