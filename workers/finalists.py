@@ -49,6 +49,7 @@ def remeasure_finalists(campaign_id: int) -> str:
             finalists.finalist_measurement_fail(measurement_id=m.pk, message=message)
         else:
             timed += 1
+    sandboxing.reap_stopped()
     finalists.finalist_campaign_finish(campaign_id=campaign_id)
     return f"{timed} timed, {failed} failed"
 

@@ -210,6 +210,7 @@ def evaluate_submission(submission_id: int) -> str:
     try:
         return _evaluate_and_save(submission_id)
     finally:
+        sandboxing.reap_stopped()  # the result is saved: now the model processes' exits
         # Whatever this job's outcome (a failure, a skip): the queue's last job refreshes the
         # board for every result still pending, earlier jobs' included.
         _refresh_boards()

@@ -36,6 +36,8 @@ PROTECTIONS = ("no_new_privs", "seccomp", "landlock", "netns", "rlimits")
 _spare: tuple[DeviceConfig, ModelProcess] | None = None
 # The model process of the job running now (``running_model_process``).
 _running: ModelProcess | None = None
+# Model processes killed at the end of their run and not reaped yet (``reap_stopped``).
+_unreaped: list[ModelProcess] = []
 # The worker's model process server; once it failed, this worker starts its model processes
 # directly until it stops (``_server_failed``).
 _server: ModelServer | None = None
@@ -133,6 +135,7 @@ def server_pid() -> int | None:
 def start_ahead(device: DeviceConfig) -> None:
     """Start this worker's next model process now, to wait, warm, for the job."""
     global _spare
+    reap_stopped()  # the last job's gone first: its memory is not counted as the next one's
     if _spare is None:
         _spare = (device, new_model_process(device))
 
@@ -172,16 +175,18 @@ def _turn_on_device(device: DeviceConfig) -> AbstractContextManager[ScoringGate]
 
 
 def stop_spare() -> None:
-    """Stop the model process started ahead, if any (the worker stops)."""
+    """Stop the model process started ahead, if any, and reap those killed (the worker stops)."""
     global _spare
     spare, _spare = _spare, None
     if spare is not None:
         spare[1].stop()
+    reap_stopped()
 
 
 def model_process(device: DeviceConfig) -> ModelProcess:
     """The model process for a job: the one started ahead, or a new one."""
     global _spare
+    reap_stopped()
     spare, _spare = _spare, None
     if spare is not None and spare[0] == device and spare[1].alive():
         return spare[1]
@@ -193,7 +198,9 @@ def model_process(device: DeviceConfig) -> ModelProcess:
 @contextmanager
 def running_model_process(device: DeviceConfig) -> Iterator[ModelProcess]:
     """The job's model process, known as the running one (``kill_running``) until it is
-    stopped at the end."""
+    killed at the end. Reaping it (the kernel unmapping onnxruntime, the server's word on its
+    exit, its scratch removed) waits for ``reap_stopped``: after the result is saved, or before
+    the next model process starts, whichever comes first."""
     global _running
     process = model_process(device)
     _running = process
@@ -201,7 +208,14 @@ def running_model_process(device: DeviceConfig) -> Iterator[ModelProcess]:
         yield process
     finally:
         _running = None
-        process.stop()
+        process.kill()
+        _unreaped.append(process)
+
+
+def reap_stopped() -> None:
+    """Reap the model processes killed at the end of their runs (``ModelProcess.stop``)."""
+    while _unreaped:
+        _unreaped.pop().stop()
 
 
 def running_pid() -> int | None:
