@@ -242,6 +242,7 @@ def child(name: str, variant: str, use_cuda: bool, validate_s: float) -> dict[st
         spread=timing.spread,
         batches=timing.batches,
         duration_s=timing.duration_s,
+        held_s=timing.held_s,
         needed_1pct=_needed(timing.kept_batches_ms, 0.01),
         needed_2pct=_needed(timing.kept_batches_ms, 0.02),
         kept=len(timing.kept_batches_ms),
@@ -313,7 +314,8 @@ def main() -> None:
                 f"{statistics.median(p50s) * 1000:9.1f} us  between sessions "
                 f"{_spread(p50s) * 100:5.1f} %  ({', '.join(f'{p * 1000:.1f}' for p in p50s)})"
                 f"  create {statistics.median(r['create_s'] for r in runs):.2f} s  phase "
-                f"{statistics.median(r['phase_s'] for r in runs):.2f} s  in-session spread "
+                f"{statistics.median(r['phase_s'] for r in runs):.2f} s  device held "
+                f"{sum(r['held_s'] for r in runs):.2f} s in all  in-session spread "
                 f"{statistics.median(r['spread'] for r in runs) * 100:.2f} %  batches for "
                 f"+-1 %: {[r['needed_1pct'] for r in runs]}, +-2 %: "
                 f"{[r['needed_2pct'] for r in runs]}"

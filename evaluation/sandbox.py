@@ -443,7 +443,16 @@ def _timing(fields: dict[str, Any]) -> Timing:
     fields = dict(fields)
     fields["protocol"] = TimingProtocol(**fields["protocol"])
     timing = Timing(**fields)
-    for name in ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "spread", "duration_s"):
+    for name in (
+        "p50_ms",
+        "p90_ms",
+        "p95_ms",
+        "p99_ms",
+        "mean_ms",
+        "spread",
+        "duration_s",
+        "held_s",
+    ):
         _number(getattr(timing, name))
     for name in ("energy_per_batch_j", "average_power_w", "precision"):
         if getattr(timing, name) is not None:

@@ -150,6 +150,9 @@ class Timing:
     # Half the width of the p50's 95 % confidence interval, relative to it (0.004 = ±0.4 %);
     # None with too few samples to tell.
     precision: float | None = None
+    # How long the phase held the device's lock (its warm-up, group sizing, passes and
+    # readings), summed over sessions: the device time it took from every other worker.
+    held_s: float = 0.0
 
     @property
     def batches(self) -> int:
@@ -178,6 +181,7 @@ class Timing:
             "energy_per_batch_j": self.energy_per_batch_j,
             "average_power_w": self.average_power_w,
             "precision": self.precision,
+            "held_s": self.held_s,
         }
 
 
@@ -243,6 +247,7 @@ def combine_sessions(timings: list[Timing]) -> Timing:
         energy_per_batch_j=_median([t.energy_per_batch_j for t in timings]),
         average_power_w=_median([t.average_power_w for t in timings]),
         precision=_median([t.precision for t in timings]),
+        held_s=sum(t.held_s for t in timings),
     )
 
 
@@ -426,7 +431,8 @@ def measure(
     bounded by a time limit of its own)."""
     asked = time.monotonic()
     with lock() as exclusive:
-        waited = time.monotonic() - asked
+        acquired = time.monotonic()
+        waited = acquired - asked
         warm_up()
         group = group_size(run_batch) if run_group is not None else 1
         run = run_group(group) if run_group is not None and group > 1 else run_batch
@@ -437,6 +443,7 @@ def measure(
         duration = clock() - began
         finished = time.time()
         after = observe()
+    held = time.monotonic() - acquired
     conditions = {"start": before, "end": after}
     return summarise(
         passes,
@@ -448,5 +455,6 @@ def measure(
         started_at=started,
         finished_at=finished,
         conditions=conditions,
+        held_s=held,
         **_energy(conditions, sum(len(p) for p in passes) * group, duration),
     )

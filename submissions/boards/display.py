@@ -43,6 +43,16 @@ def _range(start: Any, end: Any, unit: str) -> str:
     return f"{start} → {end} {unit}"
 
 
+def _device_time(timing: dict[str, Any]) -> str:
+    """The seconds the timing held the device's lock, which no other worker's timing or scoring
+    could use meanwhile; "" for results timed before it was recorded."""
+    held = timing.get("held_s")
+    if not isinstance(held, int | float) or held <= 0:
+        return ""
+    sessions = len(timing.get("session_p50s_ms") or []) or 1
+    return f"{held:.2f} s held" + (f" over {sessions} sessions" if sessions > 1 else "")
+
+
 def timing_facts(submission: Submission) -> list[tuple[str, str]]:
     """How the model was timed, as (label, value) pairs for the submission page."""
     timing = submission.timing or {}
@@ -62,6 +72,7 @@ def timing_facts(submission: Submission) -> list[tuple[str, str]]:
             f"{timing.get('batches', 0):,} batches in {protocol.get('passes', '?')} passes "
             f"over {timing.get('duration_s', 0):.2f} s; {exclusive}",
         ),
+        ("Device time", _device_time(timing)),
         ("Device class", c.get("device_class", "")),
         ("Device", c.get("gpu_name") or c.get("device_name") or c.get("cpu_model", "")),
         ("Driver / CUDA", " / ".join(v for v in (c.get("driver"), c.get("cuda_driver")) if v)),

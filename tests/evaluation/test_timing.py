@@ -170,6 +170,30 @@ def test_timing_runs_inside_the_lock_and_records_whether_it_was_exclusive() -> N
     assert timing.started_at <= timing.finished_at
 
 
+def test_the_time_the_device_was_held_counts_the_warm_up_and_not_the_wait_and_adds_up() -> None:
+    @contextlib.contextmanager
+    def slow_to_take() -> Iterator[bool]:
+        time.sleep(0.3)  # waiting for another worker: not the device's time taken
+        yield True
+
+    def timed() -> Any:
+        device = FakeDevice(lambda i: 0.001)
+        return measure(
+            device.run_batch,
+            PROTOCOL,
+            lock=slow_to_take,
+            warm_up=lambda: time.sleep(0.2),  # on the device, under the lock
+            clock=device.clock,
+        )
+
+    one = timed()
+    assert 0.2 <= one.held_s < 0.3 and one.lock_wait_s >= 0.3
+    assert one.summary()["held_s"] == one.held_s
+    other = timed()
+    both = combine_sessions([one, other])
+    assert both.held_s == pytest.approx(one.held_s + other.held_s) and both.held_s >= 0.4
+
+
 @pytest.mark.parametrize(
     ("config", "message"),
     [

@@ -177,3 +177,14 @@ def test_a_new_column_appears_in_the_api_the_csv_and_the_page(revealed: Any) -> 
         task=revealed, rule=rule, rows=[(False, row)], own_submission_id=None, columns=columns
     )
     assert '<td class="num energy">9.1</td><td class="more">' in html
+
+
+def test_the_submission_page_says_how_long_the_timing_held_the_device() -> None:
+    from submissions.models import Submission
+
+    three = Submission(timing={"held_s": 3.214, "session_p50s_ms": [1.0, 1.1, 1.0]})
+    assert ("Device time", "3.21 s held over 3 sessions") in display.timing_facts(three)
+    one = Submission(timing={"held_s": 0.5})
+    assert ("Device time", "0.50 s held") in display.timing_facts(one)
+    before = Submission(timing={"batches": 64})  # timed before the figure was recorded
+    assert "Device time" not in dict(display.timing_facts(before))
