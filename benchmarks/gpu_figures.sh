@@ -75,7 +75,7 @@ step end_to_end "${E2E_S:-180}" sh -c "$PY manage.py seed_demo && $PIDNS $PY man
 from submissions.models import Submission
 for s in Submission.objects.select_related('task').order_by('task__slug', 'id'):
     print(s.task.slug, s.original_name, s.status, s.provider, s.device_name, s.score,
-          s.latency_p50_ms, s.latency_sessions, s.timing.get('session_p50s_ms'),
+          s.latency_p50_ms, s.latency_sessions, s.timing.get('session_p50s_ms'), s.timing.get('held_s'),
           s.energy_per_sample_j, s.average_power_w, (s.finished_at - s.started_at).total_seconds()
           if s.finished_at and s.started_at else None, s.peak_memory_bytes, s.error_message[:300])
 \""
