@@ -23,13 +23,13 @@ from submissions.boards import finalists
 from submissions.models import FinalistCampaign, FinalistMeasurement
 from workers import sandboxing
 from workers.device import device_config
-from workers.jobs import _run_in_process, _worker_name, task_dataset
+from workers.jobs import current_worker_name, run_in_process, task_dataset
 
 log = logging.getLogger(__name__)
 
 
 def remeasure_finalists(campaign_id: int) -> str:
-    name = _worker_name()
+    name = current_worker_name()
     campaign = finalists.finalist_campaign(campaign_id)
     device = device_config(name)
     # Timed as the chosen class requires: a GPU class refuses to time on the CPU.
@@ -96,7 +96,7 @@ def _timed(
     for _ in range(campaign.sessions):
         if sandboxing.stopping() and timings:  # the figures stand on the sessions timed so far
             break
-        outcome, _ = _run_in_process(
+        outcome, _ = run_in_process(
             submission, model_bytes, batch, spec, device, device_class=campaign.device_class_id
         )
         timings.append(outcome.run.timing)

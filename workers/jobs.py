@@ -67,7 +67,7 @@ def _progress_writer(submission_id: int) -> Callable[[float], None]:
     return write
 
 
-def _worker_name() -> str:
+def current_worker_name() -> str:
     job = get_current_job()
     return (job.worker_name if job is not None and job.worker_name else None) or worker_name()
 
@@ -120,7 +120,7 @@ def _evaluate(submission: Submission, name: str) -> EvalResult:
     device = device_config(name)
     task = submission.task
     spec = task.spec()
-    outcome, peak = _run_in_process(
+    outcome, peak = run_in_process(
         submission,
         model_bytes,
         data.inputs,
@@ -137,7 +137,7 @@ def _evaluate(submission: Submission, name: str) -> EvalResult:
         if sandboxing.stopping():  # the result stands on the sessions timed so far
             break
         batch = data.inputs[: spec.batch_size]
-        again, _ = _run_in_process(submission, model_bytes, batch, spec, device)
+        again, _ = run_in_process(submission, model_bytes, batch, spec, device)
         timings.append(again.run.timing)
     outcome.run.timing = combine_sessions(timings)
     result = score_run(outcome.run, data, spec, device)
@@ -167,7 +167,7 @@ def _refuse_off_gpu(task: Task, report: dict[str, Any]) -> None:
         )
 
 
-def _run_in_process(
+def run_in_process(
     submission: Submission,
     model_bytes: bytes,
     inputs: np.ndarray,
@@ -217,7 +217,7 @@ def evaluate_submission(submission_id: int) -> str:
 
 
 def _evaluate_and_save(submission_id: int) -> str:
-    name = _worker_name()
+    name = current_worker_name()
     submission = services.submission_start(submission_id=submission_id, worker_name=name)
     if submission is None:
         return "skipped: not queued"
