@@ -47,6 +47,9 @@ class RemoteHooks:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self.facts: dict[str, Any] = {}
+        # What the worker answered to "scoring": whether a timing wanted the device as the turn
+        # began, for the runner's first ask (before its warm-up) without a round trip of its own.
+        self.due_on_entry: bool | None = None
 
     def ask(self, op: str, **fields: Any) -> dict[str, Any]:
         self.channel.send({"op": op, **fields})
@@ -66,14 +69,16 @@ class RemoteHooks:
 
     @contextlib.contextmanager
     def scoring(self) -> Iterator[RemoteHooks]:
-        self.ask("scoring")
+        self.due_on_entry = bool(self.ask("scoring").get("due"))
         try:
             yield self
         finally:
+            self.due_on_entry = None
             self.ask("scored")
 
     def due(self) -> bool:  # the scoring gate's side (evaluation.timing.ScoringGate)
-        return bool(self.ask("due").get("due"))
+        due, self.due_on_entry = self.due_on_entry, None
+        return due if due is not None else bool(self.ask("due").get("due"))
 
     def give_way(self, limit_s: float) -> float:
         return float(self.ask("give_way", limit_s=limit_s).get("waited_s", 0.0))
