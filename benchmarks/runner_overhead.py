@@ -8,7 +8,12 @@ For each model the same InferenceSession is timed two ways, alternately, several
 - runner: ``evaluation.runner.predict`` as a worker's model process runs it: batching and
   padding, warm-up, the watchdog, shape checks, collecting the real rows, the NaN check, and the
   progress callback and scoring gate of a model process, answered by the worker's code with the
-  scoring turn in Redis (``workers.runner_overhead``).
+  scoring turn in Redis (``workers.runner_overhead``). Each of the three starts right after the
+  worker has answered a scoring turn's start, as ``predict`` does in a model process: both sides
+  start from the caches that round trip leaves.
+
+A second set of rows times ``predict`` alone (no gate, no progress) back to back with the bare
+loops, as the rows before it were measured: the runner's loop itself, its caches warm.
 
 Both make the same onnxruntime call: one round of each counts the session's run calls, and the
 benchmark fails (exit status 1) when they differ, when the predictions differ, or, with
@@ -41,16 +46,21 @@ def main(argv: list[str] | None = None) -> list[dict[str, object]]:
     from workers.runner_overhead import measure, shown, workloads  # it needs Django's settings
 
     device = DeviceConfig(use_cuda=args.cuda, intra_op_threads=args.threads, warmup_runs=2)
-    rows = [measure(work, device, args.seconds) for work in workloads()]
+    rows = [
+        measure(work, device, args.seconds, as_worker=as_worker)
+        for as_worker in (True, False)
+        for work in workloads()
+    ]
     print(
-        "| workload | provider | calls, each side | rounds | bare loop (median) "
+        "| workload | runner | provider | calls, each side | rounds | bare loop (median) "
         "| runner (median) | runner / bare | control: bare / bare | metrics, once |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         counted = ", ".join(f"{n} × {m}" for m, n in row["runner_calls"].items())  # type: ignore[attr-defined]
+        runner = "as a worker runs it" if row["as_worker"] else "alone, back to back"
         print(
-            f"| {row['workload']} | {row['provider']} | {counted} | {row['repeats']} "
+            f"| {row['workload']} | {runner} | {row['provider']} | {counted} | {row['repeats']} "
             f"| {row['bare_ms']:.2f} ms | {row['runner_ms']:.2f} ms | {row['ratio']:.3f}× "
             f"| {row['control']:.3f}× | {row['scoring_ms']:.1f} ms |"
         )

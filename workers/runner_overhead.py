@@ -205,40 +205,59 @@ def calls(session: ort.InferenceSession, fn: Callable[[], Any]) -> tuple[Counter
     return counted, result
 
 
-def measure(work: Workload, device: DeviceConfig, budget_s: float) -> dict[str, object]:
+def measure(
+    work: Workload, device: DeviceConfig, budget_s: float, *, as_worker: bool = True
+) -> dict[str, object]:
     """Rounds of runner, bare loop and a second bare loop (the noise control), in rotating order,
     for about ``budget_s`` seconds and at least 7 rounds; then one more of each, counting the
-    session's run calls each makes (``calls``) and comparing their predictions."""
+    session's run calls each makes (``calls``) and comparing their predictions.
+
+    ``as_worker``: the runner as a worker's model process runs it, each side starting right after
+    a scoring turn's round trip (``runner_seconds``, ``bare_seconds``); else ``predict`` alone,
+    with nobody to give way to and no progress, back to back with the bare loops (the measure of
+    the rows before the runner was timed as a worker runs it)."""
     session = create_session(work.model, device)
     inputs = work.data.inputs.astype(work.spec.input_dtype)
     size, spec, warmup = work.spec.batch_size, work.spec, device.warmup_runs
-    with production_hooks(spec, device) as remote:
 
-        def runner() -> float:
-            return runner_seconds(remote, session, inputs, spec, device)[0]
+    def bare() -> np.ndarray:
+        return bare_loop(session, inputs, size, warmup)
 
-        contestants = {
-            "runner": runner,
-            "bare": lambda: bare_seconds(remote, lambda: bare_loop(session, inputs, size, warmup)),
-            "control": lambda: bare_seconds(
-                remote, lambda: bare_loop(session, inputs, size, warmup)
-            ),
-        }
+    with contextlib.ExitStack() as stack:
+        if as_worker:
+            remote = stack.enter_context(production_hooks(spec, device))
+
+            def runner() -> tuple[float, np.ndarray]:
+                return runner_seconds(remote, session, inputs, spec, device)
+
+            def bare_s() -> float:
+                return bare_seconds(remote, bare)
+
+        else:
+
+            def runner() -> tuple[float, np.ndarray]:
+                start = time.perf_counter()
+                preds = predict(session, inputs, spec, device)
+                return time.perf_counter() - start, preds
+
+            def bare_s() -> float:
+                return seconds(bare)
+
+        contestants = {"runner": lambda: runner()[0], "bare": bare_s, "control": bare_s}
         order = list(contestants)
         rounds: list[dict[str, float]] = []
         deadline = time.monotonic() + budget_s
         while len(rounds) < 7 or time.monotonic() < deadline:
             order = order[1:] + order[:1]  # each goes first, second and third in turn
             rounds.append({name: contestants[name]() for name in order})
-        runner_calls, (_, preds) = calls(
-            session, lambda: runner_seconds(remote, session, inputs, spec, device)
-        )
-    bare_calls, bare_preds = calls(session, lambda: bare_loop(session, inputs, size, warmup))
+        runner_calls, (_, preds) = calls(session, runner)
+    bare_calls, bare_preds = calls(session, bare)
     scoring_s = seconds(
         lambda: compute_family(work.spec.metric, preds, work.data.targets, work.spec.metric_options)
     )
     return {
         "workload": work.name,
+        "as_worker": as_worker,
         "provider": session.get_providers()[0],
         "runner_calls": dict(runner_calls),
         "bare_calls": dict(bare_calls),

@@ -34,17 +34,18 @@ def no_worker_end_left() -> bool:
     return not [t for t in threading.enumerate() if t.name == "worker-end"]
 
 
+@pytest.mark.parametrize("as_worker", [True, False])
 def test_the_runner_and_the_bare_loop_make_the_same_call_as_often_with_the_same_predictions(
-    digits: Any, queue: Any
+    digits: Any, queue: Any, as_worker: bool
 ) -> None:
-    row = measure(digits, DEVICE, budget_s=0)  # the least: 7 rounds
+    row = measure(digits, DEVICE, budget_s=0, as_worker=as_worker)  # the least: 7 rounds
 
     batches = -(-len(digits.data.inputs) // digits.spec.batch_size)
     assert row["provider"] == CPU
     assert row["runner_calls"] == row["bare_calls"] == {"run": DEVICE.warmup_runs + batches}
     assert row["same_call"] and row["same_predictions"]
     assert shown(row) is None
-    assert row["repeats"] == 7
+    assert row["repeats"] == 7 and row["as_worker"] is as_worker
     assert no_worker_end_left()  # the worker's end it started has stopped
 
 
