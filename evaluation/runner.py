@@ -260,11 +260,12 @@ class GiveWay:
 
 
 # The most often the scoring loop reports its progress and asks whether to give way to another
-# worker's timing. Neither answer is fresher any more often: the worker writes progress every
+# worker's timing. Neither answer is fresher much more often: the worker writes progress every
 # PROGRESS_INTERVAL_S (workers.jobs) and refreshes whether a timing wants the device every
-# ScoringTurn.poll_s (workers.device_lock); in a model process, each ask is a round trip to the
-# worker (evaluation.model_process.RemoteHooks), which a small model's batch is far shorter than.
-CHECK_EVERY_S = 0.01
+# ScoringTurn.poll_s (workers.device_lock). In a model process each ask is a round trip to the
+# worker (evaluation.model_process.RemoteHooks), far longer than a small model's batch, and the
+# worker's answering it takes a core from onnxruntime's threads.
+CHECK_EVERY_S = 0.1
 
 
 def _batches_within(seconds: float, batch_s: float) -> int:
@@ -318,9 +319,10 @@ class _Executor:
         progress: ProgressCallback | None,
         between: Callable[[TimeLimit], None] | None,
     ) -> float:
-        """A checkpoint after ``done`` of ``total`` batches, ``CHECK_EVERY_S`` after the last:
-        report progress, then give way to another worker's timing (before the next batch, or
-        before the predictions are gathered after the last one); when the next one is due."""
+        """A checkpoint between batches, ``done`` of ``total`` done, ``CHECK_EVERY_S`` after the
+        last: report progress, then give way to another worker's timing before the next batch;
+        when the next one is due. None after the last batch: the worker sets the progress to 1
+        when it saves the result, and the scoring turn is left right after it."""
         if progress is not None:
             progress(done / total)
         if between is not None:
@@ -359,10 +361,10 @@ class _Executor:
                     raise _shape_error(stretch[0], spec)
                 outputs += stretch
                 done += len(stretch)
-                if ended >= next_at:
-                    next_at = self._checkpoint(done, total, progress, between)
                 if done == total:
                     break
+                if ended >= next_at:
+                    next_at = self._checkpoint(done, total, progress, between)
                 step = _batches_within(CHECK_EVERY_S, (ended - started) / len(stretch))
         except ONNXRUNTIME_ERRORS as exc:
             raise self.model_error(exc) from exc
@@ -393,7 +395,7 @@ class _Executor:
                     screen.add(out)
                 elif len(outputs) == 1 and _screens_during_runs(self.on_cuda, out):
                     screen = _BackgroundScreen.start(out)
-                if clock() >= next_at:
+                if clock() >= next_at and len(outputs) < total:
                     next_at = self._checkpoint(len(outputs), total, progress, between)
         except ONNXRUNTIME_ERRORS as exc:
             raise self.model_error(exc) from exc

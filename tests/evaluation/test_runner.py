@@ -85,7 +85,7 @@ def test_padding_rows_never_reach_a_metric(monkeypatch: pytest.MonkeyPatch) -> N
     b = np.zeros(10, np.float32)
     b[3] = 1.0
     seen: list[int] = []
-    monkeypatch.setattr(runner_module, "CHECK_EVERY_S", 0.0)  # a checkpoint after every batch
+    monkeypatch.setattr(runner_module, "CHECK_EVERY_S", 0.0)  # a checkpoint between batches
     result = evaluate(
         linear_classifier(w, b),
         Dataset.from_arrays(arrays),
@@ -95,7 +95,7 @@ def test_padding_rows_never_reach_a_metric(monkeypatch: pytest.MonkeyPatch) -> N
     )
     assert result.samples_evaluated == 17
     assert result.score == 1.0 and result.score_private == 1.0
-    assert seen == [1, 2]  # progress reported once per batch, ending at 1.0
+    assert seen == [1]  # between the two batches; the worker sets 1.0 when it saves the result
 
 
 def test_every_run_uses_exactly_the_task_batch_shape() -> None:
@@ -516,7 +516,7 @@ def screened_during_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
         return executor.run_each(batches, spec, progress, turn, run_one)
 
-    # The loop CUDA runs, one batch at a time, with a checkpoint after each.
+    # The loop CUDA runs, one batch at a time, with a checkpoint between every two.
     monkeypatch.setattr(runner_module._Executor, "run_all", one_at_a_time)
     monkeypatch.setattr(runner_module, "CHECK_EVERY_S", 0.0)
     monkeypatch.setattr(runner_module, "_screens_during_runs", lambda on_cuda, out: True)

@@ -82,11 +82,11 @@ def test_the_worker_answers_the_lock_the_readings_and_the_progress(
 
     progress: list[float] = []
     hooks = TimingHooks(lock=lock, observe=observe)
-    # Enough batches of 4 for the scoring loop to pass a checkpoint (runner.CHECK_EVERY_S),
+    # Enough batches of 1 for the scoring loop to pass a checkpoint (runner.CHECK_EVERY_S),
     # where it reports its progress.
-    many = np.tile(inputs, (300, 1, 1, 1))
+    many = np.tile(inputs, (3000, 1, 1, 1))
     outcome = process.evaluate(
-        model, many, replace(SPEC, batch_size=4), DEVICE, hooks=hooks, progress=progress.append
+        model, many, replace(SPEC, batch_size=1), DEVICE, hooks=hooks, progress=progress.append
     )
 
     assert asked == ["lock", "observe", "observe", "unlock"]

@@ -251,8 +251,8 @@ class Gate:
 
 @pytest.fixture
 def every_batch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A checkpoint after every batch (evaluation.runner.CHECK_EVERY_S), as for batches slower
-    than its interval: the gate is then asked before every batch."""
+    """A checkpoint between every two batches (evaluation.runner.CHECK_EVERY_S), as for batches
+    slower than its interval: the gate is then asked before every batch."""
     monkeypatch.setattr(runner_module, "CHECK_EVERY_S", 0.0)
 
 
@@ -278,12 +278,12 @@ def evaluate_with_gate(gate: Gate, time_limit_s: float, rows: int = 100) -> Any:
     )
 
 
-def test_scoring_asks_whether_to_give_way_before_warming_up_and_before_every_batch(
+def test_scoring_asks_whether_to_give_way_before_warming_up_and_between_batches(
     every_batch: None,
 ) -> None:
     gate = Gate(due_at=set())
     evaluate_with_gate(gate, time_limit_s=10, rows=100)  # 7 batches of 16
-    assert gate.checks == 1 + 7  # and never while timing: the timing has the device
+    assert gate.checks == 1 + 6  # and never while timing: the timing has the device
 
 
 def test_giving_way_to_another_workers_timing_does_not_count_against_the_time_limit(
