@@ -303,12 +303,12 @@ class _Executor:
         return EvaluationError(f"The model failed while running: {exc}")
 
     def _checkpoints(
-        self, turn: GiveWay, progress: ProgressCallback | None
+        self, turn: GiveWay | None, progress: ProgressCallback | None
     ) -> tuple[Callable[[TimeLimit], None] | None, float]:
         """The scoring loop's checkpoints: what gives way to other workers' timings (None:
         nobody to give way to), and when the first checkpoint is due (never, with neither that
         nor progress to report)."""
-        between = None if isinstance(turn.gate, Alone) else turn.between_batches
+        between = None if turn is None or isinstance(turn.gate, Alone) else turn.between_batches
         idle = progress is None and between is None
         return between, math.inf if idle else perf_counter() + CHECK_EVERY_S
 
@@ -334,7 +334,7 @@ class _Executor:
         batches: list[np.ndarray],
         spec: TaskSpec,
         progress: ProgressCallback | None,
-        turn: GiveWay,
+        turn: GiveWay | None,
     ) -> tuple[list[np.ndarray], bool]:
         """The output of every batch, and whether they were all screened finite as they came
         (``_BackgroundScreen``; False: not screened, or not proven finite). Nothing is timed here:
@@ -375,7 +375,7 @@ class _Executor:
         batches: list[np.ndarray],
         spec: TaskSpec,
         progress: ProgressCallback | None,
-        turn: GiveWay,
+        turn: GiveWay | None,
         run_one: Callable[[np.ndarray], np.ndarray],
     ) -> tuple[list[np.ndarray], bool]:
         """``run_all`` one batch at a time through ``run_one`` (on CUDA, ``_run_cuda``), a large
@@ -699,10 +699,10 @@ def predict(
     ``turn`` gives way to other workers' timings on the device, before warming up and between
     batches."""
     batches = padded_batches(inputs, spec.batch_size)
-    turn = turn or GiveWay(Alone(), 0.0)
     with TimeLimit(spec.time_limit_s) as limit:
         executor = _Executor(session, limit, device)
-        turn.between_batches(limit)
+        if turn is not None:
+            turn.between_batches(limit)
         executor.warm_up(batches[0], device.warmup_runs)
         outputs, screened = executor.run_all(batches, spec, progress, turn)
     preds = _gathered(outputs, len(inputs), spec)
