@@ -24,7 +24,6 @@ import dataclasses
 import os
 import sys
 import tempfile
-import time
 import traceback
 from collections.abc import Iterator
 from typing import Any
@@ -35,13 +34,6 @@ from evaluation.run_report import EngineLog
 
 ENGINE_LIBRARIES_BYTES = 256 << 20
 THREAD_STACK_BYTES = 8 << 20  # glibc's default stack size, as onnxruntime's threads get it
-# The scoring loop asks whether to give way before every batch; the worker's answer changes only
-# when its scoring turn looks at the device again (``ScoringTurn.poll_s``, a fraction of a
-# second), so asking it over the channel more often than this only costs a round trip per batch.
-DUE_LOOK_EVERY_S = 0.02
-# Progress goes to the worker at most this often (and the worker writes it at most every
-# PROGRESS_INTERVAL_S): a message per batch is most of a small model's conversation.
-PROGRESS_EVERY_S = 0.1
 
 
 def _vm_size() -> int:
@@ -55,9 +47,9 @@ class RemoteHooks:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self.facts: dict[str, Any] = {}
-        self._due = False
-        self._due_asked_at = -float("inf")
-        self._progress_sent_at = -float("inf")
+        # What the worker answered to "scoring": whether a timing wanted the device as the turn
+        # began, for the runner's first ask (before its warm-up) without a round trip of its own.
+        self.due_on_entry: bool | None = None
 
     def ask(self, op: str, **fields: Any) -> dict[str, Any]:
         self.channel.send({"op": op, **fields})
@@ -77,28 +69,22 @@ class RemoteHooks:
 
     @contextlib.contextmanager
     def scoring(self) -> Iterator[RemoteHooks]:
-        self.ask("scoring")
-        self._due_asked_at = -float("inf")  # a new turn: the first batch asks
+        self.due_on_entry = bool(self.ask("scoring").get("due"))
         try:
             yield self
         finally:
+            self.due_on_entry = None
             self.ask("scored")
 
     def due(self) -> bool:  # the scoring gate's side (evaluation.timing.ScoringGate)
-        now = time.monotonic()
-        if now - self._due_asked_at >= DUE_LOOK_EVERY_S:
-            self._due, self._due_asked_at = bool(self.ask("due").get("due")), now
-        return self._due
+        due, self.due_on_entry = self.due_on_entry, None
+        return due if due is not None else bool(self.ask("due").get("due"))
 
     def give_way(self, limit_s: float) -> float:
-        self._due_asked_at = -float("inf")  # the next batch asks afresh
         return float(self.ask("give_way", limit_s=limit_s).get("waited_s", 0.0))
 
     def progress(self, fraction: float) -> None:
-        now = time.monotonic()
-        if now - self._progress_sent_at >= PROGRESS_EVERY_S:
-            self._progress_sent_at = now
-            self.channel.send({"op": "progress", "fraction": fraction})
+        self.channel.send({"op": "progress", "fraction": fraction})
 
 
 def _run(channel: Channel, job: Message, allow_test_hook: bool) -> tuple[dict[str, Any], Any]:

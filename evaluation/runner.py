@@ -242,17 +242,6 @@ def create_session(model_bytes: bytes, device: DeviceConfig) -> ort.InferenceSes
     return session
 
 
-def _compiled_run(session: ort.InferenceSession) -> Callable[..., list[Any]]:
-    """onnxruntime's compiled ``run``, without ``InferenceSession.run``'s Python around it: that
-    checks the feed's names and OrtValues and handles the provider fallback on every call, a
-    share of a tiny model's batch that the runner's overhead showed. The runner feeds the one
-    input it read from the session a numpy array, onnxruntime's C++ checks the feed again, and
-    create_session disables the fallback, so nothing is lost. ``session.run`` where a version of
-    onnxruntime has no ``_sess``."""
-    run = getattr(getattr(session, "_sess", None), "run", None)
-    return run if callable(run) else session.run
-
-
 class GiveWay:
     """The scoring loop's side of the device's readers-writer lock: between batches, when another
     worker's timing holds or waits for the device, wait for it; for at most ``budget_s`` in all
@@ -270,6 +259,22 @@ class GiveWay:
                 self.waited_s += self.gate.give_way(self.budget_s - self.waited_s)
 
 
+# The most often the scoring loop reports its progress and asks whether to give way to another
+# worker's timing. Neither answer is fresher much more often: the worker writes progress every
+# PROGRESS_INTERVAL_S (workers.jobs) and refreshes whether a timing wants the device every
+# ScoringTurn.poll_s (workers.device_lock). In a model process each ask is a round trip to the
+# worker (evaluation.model_process.RemoteHooks), far longer than a small model's batch, and the
+# worker's answering it takes a core from onnxruntime's threads.
+CHECK_EVERY_S = 0.1
+
+
+def _batches_within(seconds: float, batch_s: float) -> int:
+    """How many batches of ``batch_s`` each fit in ``seconds``: at least one."""
+    if seconds <= 0:
+        return 1
+    return max(1, int(seconds / batch_s)) if batch_s > 0 else 1 << 20
+
+
 class _Executor:
     """Runs the fixed-shape batches, timing each one; IOBinding on CUDA.
 
@@ -285,7 +290,9 @@ class _Executor:
         self.input_name = session.get_inputs()[0].name
         self.output_names = [session.get_outputs()[0].name]
         self.on_cuda = session.get_providers()[0] == CUDA
-        self.run_cpu = _compiled_run(session)  # scoring and warm-up on CPU; not the timing phase
+        # InferenceSession.run, the call a bare onnxruntime loop makes (benchmarks.runner_overhead)
+        self.run_cpu = session.run
+        self.step = 1  # the CPU loop's first stretch of batches, until a warm-up measures them
 
     def model_error(self, exc: BaseException) -> EvaluationError:
         if self.limit.exceeded:  # a run stopped by the watchdog raises like any failed run
@@ -295,41 +302,101 @@ class _Executor:
             return oom
         return EvaluationError(f"The model failed while running: {exc}")
 
+    def _checkpoints(
+        self, turn: GiveWay | None, progress: ProgressCallback | None
+    ) -> tuple[Callable[[TimeLimit], None] | None, float]:
+        """The scoring loop's checkpoints: what gives way to other workers' timings (None:
+        nobody to give way to), and when the first checkpoint is due (never, with neither that
+        nor progress to report)."""
+        between = None if turn is None or isinstance(turn.gate, Alone) else turn.between_batches
+        idle = progress is None and between is None
+        return between, math.inf if idle else perf_counter() + CHECK_EVERY_S
+
+    def _checkpoint(
+        self,
+        done: int,
+        total: int,
+        progress: ProgressCallback | None,
+        between: Callable[[TimeLimit], None] | None,
+    ) -> float:
+        """A checkpoint between batches, ``done`` of ``total`` done, ``CHECK_EVERY_S`` after the
+        last: report progress, then give way to another worker's timing before the next batch;
+        when the next one is due. None after the last batch: the worker sets the progress to 1
+        when it saves the result, and the scoring turn is left right after it."""
+        if progress is not None:
+            progress(done / total)
+        if between is not None:
+            between(self.limit)
+        return perf_counter() + CHECK_EVERY_S
+
     def run_all(
         self,
         batches: list[np.ndarray],
         spec: TaskSpec,
         progress: ProgressCallback | None,
-        turn: GiveWay,
+        turn: GiveWay | None,
     ) -> tuple[list[np.ndarray], bool]:
         """The output of every batch, and whether they were all screened finite as they came
         (``_BackgroundScreen``; False: not screened, or not proven finite). Nothing is timed here:
-        the timing phase (``time_model``) measures latency on its own, so the CPU loop is
-        onnxruntime's compiled run (``_compiled_run``), a shape check and the turn it gives other
-        workers' timings."""
+        the timing phase (``time_model``) measures latency on its own.
+
+        On CPU the batches run in stretches of about ``CHECK_EVERY_S`` (as long as the last
+        stretch's, or the warm-up's, batches say), each stretch the bare loop's own
+        comprehension of ``InferenceSession.run``; after each, the shape of its first output is
+        checked (every output's is, once, by ``_gathered``) and, when due, a checkpoint
+        (``_checkpoint``) reports progress and gives way to other workers' timings."""
+        if self.on_cuda:
+            return self.run_each(batches, spec, progress, turn, self._run_cuda)
+        outputs: list[np.ndarray] = []
+        run, names, feed = self.run_cpu, self.output_names, self.input_name
+        options, expected, total = self.run_options, spec.output_batch_shape, len(batches)
+        between, next_at = self._checkpoints(turn, progress)
+        clock, step, done = perf_counter, self.step, 0
+        try:
+            while True:
+                started = clock()
+                stretch = [run(names, {feed: b}, options)[0] for b in batches[done : done + step]]
+                ended = clock()
+                if stretch[0].shape != expected:
+                    raise _shape_error(stretch[0], spec)
+                outputs += stretch
+                done += len(stretch)
+                if done == total:
+                    break
+                if ended >= next_at:
+                    next_at = self._checkpoint(done, total, progress, between)
+                step = _batches_within(CHECK_EVERY_S, (ended - started) / len(stretch))
+        except ONNXRUNTIME_ERRORS as exc:
+            raise self.model_error(exc) from exc
+        return outputs, False
+
+    def run_each(
+        self,
+        batches: list[np.ndarray],
+        spec: TaskSpec,
+        progress: ProgressCallback | None,
+        turn: GiveWay | None,
+        run_one: Callable[[np.ndarray], np.ndarray],
+    ) -> tuple[list[np.ndarray], bool]:
+        """``run_all`` one batch at a time through ``run_one`` (on CUDA, ``_run_cuda``), a large
+        output screened while the next batch runs (``_BackgroundScreen``)."""
         outputs: list[np.ndarray] = []
         screen: _BackgroundScreen | None = None
-        session_run, names, feed = self.run_cpu, self.output_names, self.input_name
-        options, limit = self.run_options, self.limit
-        # Asked before every batch, unless there is nobody to give way to.
-        between = None if isinstance(turn.gate, Alone) else turn.between_batches
-        expected, total = spec.output_batch_shape, len(batches)
-
-        cuda, run_cuda = self.on_cuda, self._run_cuda
+        expected = spec.output_batch_shape
+        between, next_at = self._checkpoints(turn, progress)
+        clock, total = perf_counter, len(batches)
         try:
-            for index, batch in enumerate(batches, 1):
-                if between is not None:
-                    between(limit)
-                out = run_cuda(batch) if cuda else session_run(names, {feed: batch}, options)[0]
+            for batch in batches:
+                out = run_one(batch)
                 if out.shape != expected:
                     raise _shape_error(out, spec)
                 outputs.append(out)
                 if screen is not None:
                     screen.add(out)
-                elif index == 1 and _screens_during_runs(cuda, out):
+                elif len(outputs) == 1 and _screens_during_runs(self.on_cuda, out):
                     screen = _BackgroundScreen.start(out)
-                if progress is not None:
-                    progress(index / total)
+                if clock() >= next_at and len(outputs) < total:
+                    next_at = self._checkpoint(len(outputs), total, progress, between)
         except ONNXRUNTIME_ERRORS as exc:
             raise self.model_error(exc) from exc
         finally:
@@ -338,11 +405,17 @@ class _Executor:
 
     def warm_up(self, batch: np.ndarray, runs: int) -> None:
         try:
-            for _ in range(runs):
-                if self.on_cuda:
+            if self.on_cuda:
+                for _ in range(runs):
                     self._run_cuda(batch)
-                else:
-                    self.run_cpu(self.output_names, {self.input_name: batch}, self.run_options)
+                return
+            run, names, feed = self.run_cpu, self.output_names, self.input_name
+            options, started = self.run_options, perf_counter()
+            for _ in range(runs):
+                run(names, {feed: batch}, options)
+            # How many batches the scoring loop's first stretch runs (``run_all``).
+            if runs:
+                self.step = _batches_within(CHECK_EVERY_S, (perf_counter() - started) / runs)
         except ONNXRUNTIME_ERRORS as exc:
             raise self.model_error(exc) from exc
 
@@ -447,13 +520,31 @@ def _shape_error(out: np.ndarray, spec: TaskSpec) -> EvaluationError:
     )
 
 
-def _check_numeric(out: np.ndarray) -> None:
-    # The kinds np.number covers (integers, floats, complex), read from the dtype's kind code:
-    # np.issubdtype walks the type hierarchy on every call.
-    if out.dtype.kind not in "iufc":
+def _gathered(outputs: list[np.ndarray], rows: int, spec: TaskSpec) -> np.ndarray:
+    """The outputs of every batch (there is at least one: datasets are never empty) as one array
+    of the first ``rows`` rows, the padding dropped; EvaluationError when an output does not
+    have the task's shape or is not numeric.
+
+    One concatenation checks every output's shape: it needs the same number of dimensions and
+    the same dimensions after the first in each, which its result's shape then shows, and
+    outputs of one row count that add up to the batches' rows each have a batch's rows."""
+    joined: np.ndarray | None
+    try:
+        joined = np.concatenate(outputs)
+    except ValueError:  # outputs of different ranks or trailing dimensions, or 0-dimensional
+        joined = None
+    if (
+        joined is None
+        or joined.shape != (len(outputs) * spec.batch_size, *spec.output_shape)
+        or len(set(map(len, outputs))) != 1
+    ):
+        expected = spec.output_batch_shape
+        raise _shape_error(next((o for o in outputs if o.shape != expected), outputs[0]), spec)
+    if joined.dtype.kind not in "iufc":  # np.number's kinds, without its type hierarchy's walk
         raise EvaluationError(
-            f"The model's output has type {out.dtype}; a numeric tensor is expected."
+            f"The model's output has type {joined.dtype}; a numeric tensor is expected."
         )
+    return joined[:rows]
 
 
 _DOT_SCREENED = (np.dtype(np.float32), np.dtype(np.float64))  # what BLAS dots
@@ -518,6 +609,8 @@ def _screened_finite(preds: np.ndarray) -> bool:
     outputs the dot product still beat the mask, which is why every size is screened (the
     figures: docs/benchmarks-history.md)."""
     if preds.dtype in _DOT_SCREENED and preds.flags.c_contiguous:
+        if preds.nbytes < 2 * _SCREEN_PART_BYTES:  # one part (``_screen_parts``), this thread
+            return math.isfinite(np.vdot(preds, preds))
         parts = _screen_parts(preds)
         return _dot_finite(preds) if parts == 1 else _parallel_dot_finite(preds, parts)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -606,14 +699,13 @@ def predict(
     ``turn`` gives way to other workers' timings on the device, before warming up and between
     batches."""
     batches = padded_batches(inputs, spec.batch_size)
-    turn = turn or GiveWay(Alone(), 0.0)
     with TimeLimit(spec.time_limit_s) as limit:
         executor = _Executor(session, limit, device)
-        turn.between_batches(limit)
+        if turn is not None:
+            turn.between_batches(limit)
         executor.warm_up(batches[0], device.warmup_runs)
         outputs, screened = executor.run_all(batches, spec, progress, turn)
-    _check_numeric(outputs[0])  # there is at least one batch: datasets are never empty
-    preds = np.concatenate(outputs)[: len(inputs)]  # the padding rows are dropped here
+    preds = _gathered(outputs, len(inputs), spec)
     if not screened:
         _check_finite(preds, spec.batch_size)
     return preds

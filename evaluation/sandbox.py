@@ -345,6 +345,7 @@ class _Conversation:
             elif op == "scoring" and self.scoring_context is None:
                 self.scoring_context = self.hooks.scoring()
                 self.gate = self.scoring_context.__enter__()
+                reply["due"] = self.gate.due()  # the runner's first ask, answered in advance
             elif op == "scored":
                 self._leave_scoring()
             elif op == "due":

@@ -75,7 +75,7 @@ def test_scores_match_a_numpy_reference_on_public_and_private_rows() -> None:
     assert result.latency_p50_ms > 0 and result.throughput > 0
 
 
-def test_padding_rows_never_reach_a_metric() -> None:
+def test_padding_rows_never_reach_a_metric(monkeypatch: pytest.MonkeyPatch) -> None:
     # Every real row is class 3 and the model always predicts 3 except for rows of all zeros.
     # Padding repeats the last real row, so it could only change the count, never the accuracy,
     # and the metric must see exactly the 17 real rows.
@@ -85,6 +85,7 @@ def test_padding_rows_never_reach_a_metric() -> None:
     b = np.zeros(10, np.float32)
     b[3] = 1.0
     seen: list[int] = []
+    monkeypatch.setattr(runner_module, "CHECK_EVERY_S", 0.0)  # a checkpoint between batches
     result = evaluate(
         linear_classifier(w, b),
         Dataset.from_arrays(arrays),
@@ -94,7 +95,7 @@ def test_padding_rows_never_reach_a_metric() -> None:
     )
     assert result.samples_evaluated == 17
     assert result.score == 1.0 and result.score_private == 1.0
-    assert seen == [1, 2]  # progress reported once per batch, ending at 1.0
+    assert seen == [1]  # between the two batches; the worker sets 1.0 when it saves the result
 
 
 def test_every_run_uses_exactly_the_task_batch_shape() -> None:
@@ -506,6 +507,18 @@ def screened_during_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         screeners.append(threading.current_thread().name)
         return screen(preds)
 
+    def one_at_a_time(
+        executor: runner_module._Executor, batches: Any, spec: Any, progress: Any, turn: Any
+    ) -> Any:
+        def run_one(batch: np.ndarray) -> np.ndarray:
+            feed = {executor.input_name: batch}
+            return executor.run_cpu(executor.output_names, feed, executor.run_options)[0]
+
+        return executor.run_each(batches, spec, progress, turn, run_one)
+
+    # The loop CUDA runs, one batch at a time, with a checkpoint between every two.
+    monkeypatch.setattr(runner_module._Executor, "run_all", one_at_a_time)
+    monkeypatch.setattr(runner_module, "CHECK_EVERY_S", 0.0)
     monkeypatch.setattr(runner_module, "_screens_during_runs", lambda on_cuda, out: True)
     monkeypatch.setattr(runner_module, "_screened_finite", recorded)
     return screeners
@@ -586,26 +599,63 @@ def test_sessions_never_fall_back_to_the_cpu_silently() -> None:
     assert session._enable_fallback is False
 
 
-def test_the_scoring_loop_calls_onnxruntimes_compiled_run(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_scoring_loop_makes_the_bare_loops_call_inferencesession_run() -> None:
+    # The public call, as a bare onnxruntime loop makes it (benchmarks.runner_overhead), not
+    # onnxruntime's internals.
     session = create_session(sqrt_model(), CPU_ONLY)
     with TimeLimit(60) as limit:
         executor = runner_module._Executor(session, limit, CPU_ONLY)
-    assert executor.run_cpu == session._sess.run  # this onnxruntime has it: the fast path is used
+    assert executor.run_cpu == session.run
     inputs = digits_like(n=50)["inputs"]
-    preds = predict(session, inputs, SPEC, CPU_ONLY)
-    # The same predictions as InferenceSession.run's, batch by batch.
     batches = runner_module.padded_batches(inputs, SPEC.batch_size)
-    by_wrapper = np.concatenate([session.run(None, {"input": b})[0] for b in batches])[:50]
-    assert np.array_equal(preds, by_wrapper)
+    by_hand = np.concatenate([session.run(None, {"input": b})[0] for b in batches])[:50]
+    called: list[int] = []
+
+    def run(*args: Any) -> Any:
+        called.append(len(args))
+        return ort.InferenceSession.run(session, *args)
+
+    session.run = run  # type: ignore[method-assign]
+    preds = predict(session, inputs, SPEC, CPU_ONLY)
+    assert called == [3] * (CPU_ONLY.warmup_runs + len(batches))  # names, feed, RunOptions
+    assert np.array_equal(preds, by_hand)
+    del session.run
     # A failing run still reads as the model's failure, named by onnxruntime.
     with pytest.raises(EvaluationError, match=r"The model failed while running: .*input"):
         predict(session, inputs.reshape(50, 64, 1, 1), SPEC, CPU_ONLY)
 
 
-def test_the_public_run_serves_where_onnxruntime_has_no_compiled_one() -> None:
-    class Wrapped:
-        def run(self, names: Any, feed: Any, options: Any = None) -> list[Any]:
-            return []
+def test_an_output_that_is_not_the_batchs_shape_is_refused_whatever_the_batch() -> None:
+    # Outputs whose rows differ from batch to batch but add up to the batches' rows: one
+    # concatenation alone would not show it, the row count of each output does.
+    spec = replace(SPEC, output_shape=(8,))
+    rows = [np.zeros((15, 8), np.float32), np.zeros((17, 8), np.float32)]
+    with pytest.raises(EvaluationError, match=r"shape \[15, 8\] but this task expects \[16, 8\]"):
+        runner_module._gathered(rows, 30, spec)
+    ranks = [np.zeros((16, 8), np.float32), np.zeros((16, 8, 1), np.float32)]
+    with pytest.raises(EvaluationError, match=r"shape \[16, 8, 1\] but"):
+        runner_module._gathered(ranks, 30, spec)
+    scalar = [np.zeros((16, 8), np.float32), np.ones((), np.float32)]
+    with pytest.raises(EvaluationError, match=r"shape \[\] but"):
+        runner_module._gathered(scalar, 30, spec)
+    good = [np.ones((16, 8), np.float32), np.zeros((16, 8), np.float32)]
+    assert runner_module._gathered(good, 30, spec).shape == (30, 8)
 
-    wrapped = Wrapped()
-    assert runner_module._compiled_run(wrapped) == wrapped.run  # type: ignore[arg-type]
+
+def test_a_fast_models_loop_asks_nothing_between_batches() -> None:
+    # Whether to give way, and the progress, are asked at checkpoints CHECK_EVERY_S apart; a
+    # loop shorter than that asks only before its warm-up, and reports no progress.
+    asked: list[str] = []
+
+    class Gate:
+        def due(self) -> bool:
+            asked.append("due")
+            return False
+
+        def give_way(self, limit_s: float) -> float:
+            return 0.0
+
+    session = create_session(sqrt_model(), CPU_ONLY)
+    turn = runner_module.GiveWay(Gate(), 10.0)
+    predict(session, digits_like(n=50)["inputs"], SPEC, CPU_ONLY, asked.append, turn)  # type: ignore[arg-type]
+    assert asked == ["due"]

@@ -82,8 +82,11 @@ def test_the_worker_answers_the_lock_the_readings_and_the_progress(
 
     progress: list[float] = []
     hooks = TimingHooks(lock=lock, observe=observe)
+    # Enough batches of 1 for the scoring loop to pass a checkpoint (runner.CHECK_EVERY_S),
+    # where it reports its progress.
+    many = np.tile(inputs, (3000, 1, 1, 1))
     outcome = process.evaluate(
-        model, inputs, replace(SPEC, batch_size=4), DEVICE, hooks=hooks, progress=progress.append
+        model, many, replace(SPEC, batch_size=1), DEVICE, hooks=hooks, progress=progress.append
     )
 
     assert asked == ["lock", "observe", "observe", "unlock"]
@@ -123,8 +126,8 @@ def test_the_model_process_gives_way_when_told_without_asking_before_every_batch
 
     assert len(outcome.run.preds) == 4000
     assert gate.gave_way == 1  # the one "due" answer was acted on
-    # It asks again only after model_process.DUE_LOOK_EVERY_S, not before each of the batches.
-    assert 2 <= gate.asked < 4000 / 4
+    # It asks again only every runner.CHECK_EVERY_S, not before each of the batches.
+    assert 1 <= gate.asked < 4000 / 4
 
 
 def test_a_model_that_hangs_while_loading_fails_at_the_time_limit(

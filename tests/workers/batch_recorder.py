@@ -2,9 +2,8 @@
 for checking that one worker's batches never run inside another worker's timing window.
 
 A worker started with ``EVAL_SANDBOX_TEST_HOOK=RECORDING_HOOK`` runs it in each model process
-before the model's session is made: it wraps ``onnxruntime.InferenceSession.run`` (the timed
-batches on the CPU provider) and the compiled run the runner scores with
-(``evaluation.runner._compiled_run``: the warm-up and scored batches) so that each call writes
+before the model's session is made: it wraps ``onnxruntime.InferenceSession.run`` (on the CPU
+provider the warm-up, scored and timed batches alike) so that each call writes
 the wall time at its start and at its end to stderr, which is the worker's log (the confined
 process can write nowhere else). ``recorded`` reads them back from that log.
 """
@@ -17,7 +16,6 @@ from pathlib import Path
 RECORDING_HOOK = r"""
 import functools, sys, time
 import onnxruntime as ort
-from evaluation import runner
 
 def _mark():
     sys.stderr.write(f"batch-run-at {time.time():.6f}\n")
@@ -34,8 +32,6 @@ def _recording(run):
     return recording_run
 
 ort.InferenceSession.run = _recording(ort.InferenceSession.run)
-_compiled = runner._compiled_run
-runner._compiled_run = lambda session: _recording(_compiled(session))
 """
 _MARK = re.compile(r"^batch-run-at (\d+\.\d+)$", re.MULTILINE)
 

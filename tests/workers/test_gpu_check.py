@@ -148,3 +148,49 @@ def test_the_sessions_check_times_fresh_model_processes_and_holds_their_spread_t
     # CUDA asked for, the CPU what ran: no spread or energy of a GPU is claimed from it.
     with pytest.raises(EvaluationError, match="the model process ran on CPUExecutionProvider"):
         session_timings(digits, DeviceConfig(use_cuda=True, intra_op_threads=1), sessions=1)
+
+
+def test_the_overhead_check_fails_where_the_session_runs_on_the_cpu_not_cuda(queue: Any) -> None:
+    from workers.gpu_acceptance import overhead_check
+    from workers.runner_overhead import workloads
+
+    digits, _ = workloads()
+    # CUDA asked for; onnxruntime here has no CUDA provider, so the session runs on the CPU and
+    # its overhead, whatever it is, says nothing of a GPU's.
+    check = overhead_check("digits", digits, DeviceConfig(use_cuda=True, intra_op_threads=1), 0)
+
+    assert check.status == FAIL
+    assert check.detail == "the session ran on CPUExecutionProvider, not CUDAExecutionProvider"
+
+
+def test_an_overhead_row_whose_sides_made_different_calls_fails_the_check(
+    monkeypatch: Any,
+) -> None:
+    """The measurement is made up here (provider named CUDA, nothing run): the check fails a
+    figure whose runner and bare loop made different onnxruntime calls, however small, and
+    passes one whose sides made the same call within the limit."""
+    from workers import gpu_acceptance
+    from workers.runner_overhead import workloads
+
+    row: dict[str, object] = {
+        "provider": "CUDAExecutionProvider",
+        "runner_calls": {"run": 34},
+        "bare_calls": {"run_with_iobinding": 34},
+        "same_call": False,
+        "same_predictions": True,
+        "ratio": 0.9,
+        "runner_ms": 0.9,
+        "bare_ms": 1.0,
+        "control": 1.0,
+    }
+    monkeypatch.setattr(gpu_acceptance, "measure", lambda work, device, budget_s: row)
+    digits, _ = workloads()
+    check = gpu_acceptance.overhead_check("digits", digits, DeviceConfig(use_cuda=True), 0)
+    assert check.status == FAIL and "made different calls" in check.detail
+
+    row.update(runner_calls={"run_with_iobinding": 34}, same_call=True, ratio=1.04)
+    check = gpu_acceptance.overhead_check("digits", digits, DeviceConfig(use_cuda=True), 0)
+    assert check.status == PASS
+    assert check.detail.endswith("both 34 × run_with_iobinding)")
+    row.update(ratio=1.06)
+    assert gpu_acceptance.overhead_check("digits", digits, DeviceConfig(), 0).status == FAIL
