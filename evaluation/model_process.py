@@ -121,7 +121,29 @@ def _run(channel: Channel, job: Message, allow_test_hook: bool) -> tuple[dict[st
     channel.send({"op": "loaded"})
     remote = RemoteHooks(channel)
     hooks = TimingHooks(lock=remote.lock, observe=remote.observe, scoring=remote.scoring)
-    run = run_model(session, inputs, spec, device, progress=remote.progress, hooks=hooks)
+    report: dict[str, Any] = {}
+
+    def profiled(gate: Any) -> None:
+        """The run report's batch, in the scoring turn of the predictions (before the timing):
+        it gives way to another worker's timing as scoring does."""
+        nonlocal report
+        try:
+            if gate.due():
+                gate.give_way(spec.time_limit_s)
+            batch = first_inputs_batch(inputs, spec)
+            report = profile_one_batch(model_bytes, batch, device, tempfile.gettempdir())
+        except Exception as exc:  # the result stands without it
+            report = {"error": f"no profile: {type(exc).__name__}"}
+
+    run = run_model(
+        session,
+        inputs,
+        spec,
+        device,
+        progress=remote.progress,
+        hooks=hooks,
+        in_turn=profiled if job.header.get("report") else None,
+    )
     costs = None
     if job.header.get("complete_costs"):
         with contextlib.suppress(Exception):  # the result stands without them
@@ -130,16 +152,6 @@ def _run(channel: Channel, job: Message, allow_test_hook: bool) -> tuple[dict[st
 
             batch = first_inputs_batch(inputs, spec)
             costs = dataclasses.asdict(costs_from_run(model_bytes, batch))
-    report: dict[str, Any] = {}
-    if job.header.get("report"):
-        try:
-            with remote.scoring() as turn:  # a batch on the device: it gives way to a timing
-                if turn.due():
-                    turn.give_way(spec.time_limit_s)
-                batch = first_inputs_batch(inputs, spec)
-                report = profile_one_batch(model_bytes, batch, device, tempfile.gettempdir())
-        except Exception as exc:  # the result stands without it
-            report = {"error": f"no profile: {type(exc).__name__}"}
     timing = dataclasses.asdict(run.timing)
     header: dict[str, Any] = {"op": "result", "timing": timing, "provider": run.provider}
     header["costs"] = costs

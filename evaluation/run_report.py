@@ -1,8 +1,9 @@
 """The participant's run report (issue 42): what onnxruntime said about their model, which
 execution provider each node ran on, and a per-operator time profile of one batch.
 
-Made in the model's process (``evaluation.model_process``), after the timing phase, with a
-session of its own that onnxruntime's profiler records: a warm-up run, then one profiled batch.
+Made in the model's process (``evaluation.model_process``), after the predictions and in their
+scoring turn (before the timing phase), with a session of its own that onnxruntime's profiler
+records: a warm-up run, then one profiled batch.
 What onnxruntime writes to stderr while the model's sessions are made and run is captured
 (``engine_log``) and kept to its own lines, with every absolute path cut to its last part, so the
 report names no host, worker or other participant's detail.

@@ -811,15 +811,19 @@ def run_model(
     device: DeviceConfig,
     progress: ProgressCallback | None = None,
     hooks: TimingHooks | None = None,
+    in_turn: Callable[[ScoringGate], None] | None = None,
 ) -> ModelRun:
     """Everything after session creation that runs the model: check the provider, predict every
-    row, then time one batch."""
+    row, then time one batch. ``in_turn``: more work on the device after the predictions, in the
+    same scoring turn (the run report's profiled batch), given the turn's gate."""
     provider = _check_provider(session, spec, device)
     inputs = inputs.astype(spec.input_dtype, copy=False)
     hooks = hooks or TimingHooks()
     with hooks.scoring() as gate:  # left before timing: a worker never waits for itself
         turn = GiveWay(gate, spec.time_limit_s)
         preds = predict(session, inputs, spec, device, progress, turn)
+        if in_turn is not None:
+            in_turn(gate)
     timing = time_model(session, first_inputs_batch(inputs, spec), spec, device, hooks)
     timing.conditions = {**_build_facts(provider, device), **timing.conditions}
     return ModelRun(preds=preds, timing=timing, provider=provider, scoring_wait_s=turn.waited_s)

@@ -130,6 +130,29 @@ def test_the_model_process_gives_way_when_told_without_asking_before_every_batch
     assert 1 <= gate.asked < 4000 / 4
 
 
+def test_the_run_reports_batch_is_profiled_in_the_predictions_scoring_turn(
+    process: ModelProcess, model: bytes, inputs: np.ndarray
+) -> None:
+    turns: list[str] = []
+
+    @contextlib.contextmanager
+    def scoring() -> Iterator[_CountingGate]:
+        turns.append("scoring")
+        yield _CountingGate()
+        turns.append("scored")
+
+    @contextlib.contextmanager
+    def lock() -> Iterator[bool]:
+        turns.append("lock")
+        yield True
+
+    hooks = TimingHooks(scoring=scoring, lock=lock)
+    outcome = process.evaluate(model, inputs, SPEC, DEVICE, hooks=hooks, report=True)
+
+    assert outcome.report["providers"] and "error" not in outcome.report
+    assert turns == ["scoring", "scored", "lock"]  # one turn for both, left before the timing
+
+
 def test_a_model_that_hangs_while_loading_fails_at_the_time_limit(
     process: ModelProcess, model: bytes, inputs: np.ndarray
 ) -> None:
