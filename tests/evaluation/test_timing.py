@@ -188,7 +188,8 @@ def test_the_time_the_device_was_held_counts_the_warm_up_and_not_the_wait_and_ad
         )
 
     one = timed()
-    assert 0.2 <= one.held_s < 0.3 and one.lock_wait_s >= 0.3
+    # held from the lock taken: the warm-up, not the 0.3 s wait (with it, held would be >= 0.5)
+    assert 0.2 <= one.held_s < 0.5 and one.lock_wait_s >= 0.3
     assert one.summary()["held_s"] == one.held_s
     other = timed()
     both = combine_sessions([one, other])
