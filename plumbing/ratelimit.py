@@ -1,8 +1,8 @@
 """One rate limiter for the web pages and the API, shared by every web process through Redis.
 
 Counters live in Django's cache (Redis in every deployment), one counter per scope, identity and
-fixed window: ``cache.add`` creates it with its expiry, ``cache.incr`` counts atomically, so
-parallel requests in different processes can never both take the last slot.
+fixed window, made with its expiry and counted atomically (``_count``), so parallel requests in
+different processes can never both take the last slot.
 A fixed window lets a client spend at most twice the rate across a window boundary, which is
 enough to keep the GPUs from being flooded and needs no read-modify-write.
 
@@ -12,6 +12,7 @@ or an operator can change them without a restart of the limiter.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -19,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
@@ -114,9 +116,39 @@ def rate_limit_hit(*, scope: str, ident: str) -> Refusal | None:
 
 
 def _count(key: str, timeout_s: int) -> int:
-    """Add one to the counter ``key`` (made with ``timeout_s`` to live, when new): its count."""
-    cache.add(key, 0, timeout=timeout_s)
-    return int(cache.incr(key))
+    """Add one to the counter ``key`` (made with ``timeout_s`` to live, when new): its count.
+
+    Every API read and page form passes here. With the cache on Redis, the counter is made and
+    counted in one round trip (SET NX with its expiry, then INCR, in one MULTI/EXEC: no expiry
+    falls between them, which would leave a counter without one) under the key the
+    cache itself would use, so ``cache.decr`` (``rate_limit_undo``) and ``cache.clear`` see it;
+    Django's ``add`` then ``incr`` is three (``incr`` asks whether the key exists first)."""
+    client = _redis_of_cache()
+    if client is None:
+        cache.add(key, 0, timeout=timeout_s)
+        return int(cache.incr(key))
+    pipe = client.pipeline(transaction=True)
+    full_key = cache.make_key(key)
+    pipe.set(full_key, 0, ex=timeout_s, nx=True)
+    pipe.incr(full_key)
+    return int(pipe.execute()[1])
+
+
+@functools.cache
+def _redis_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url)
+
+
+def _redis_of_cache() -> redis.Redis | None:
+    """A client of the Redis behind the default cache (one per process and URL), or None when
+    the cache is not Django's Redis backend on one server."""
+    config = settings.CACHES["default"]
+    location = config.get("LOCATION")
+    if config["BACKEND"] != "django.core.cache.backends.redis.RedisCache":
+        return None
+    if not isinstance(location, str) or "," in location:
+        return None  # several servers: the cache picks one per key; leave it to the cache
+    return _redis_client(location)
 
 
 def client_ip(request: HttpRequest | Any) -> str:
