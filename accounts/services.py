@@ -65,13 +65,10 @@ def api_token_revoke(*, user: Any, token_id: int) -> bool:
 
 def api_token_authenticate(*, secret: str) -> ApiToken | None:
     """The active token with this secret, its user loaded; None for anything else."""
-    token = (
-        ApiToken.objects.active()
-        .select_related("user")
-        .filter(digest=_digest(secret), user__is_active=True)
-        .first()
-    )
-    if token is None:
+    tokens = ApiToken.objects.active().select_related("user")
+    try:  # every API request: get, not first, whose ORDER BY the digest's uniqueness makes moot
+        token = tokens.get(digest=_digest(secret), user__is_active=True)
+    except ApiToken.DoesNotExist:
         return None
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_PRECISION:

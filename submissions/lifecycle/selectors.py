@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db.models import (
     BigIntegerField,
     Case,
@@ -618,10 +619,20 @@ NOT_YOURS = "No such submission of yours."
 def submission_get_own(*, user: Any, pk: int) -> Submission:
     """One of ``user``'s submissions (a teammate's included); else ``Submission.DoesNotExist``
     saying so."""
-    submission = submissions_of(user=user).filter(pk=pk).first()
-    if submission is None:
-        raise Submission.DoesNotExist(NOT_YOURS)
-    return submission
+    # The row by its key, and whose it is judged here: the same rule as ``for_user`` without
+    # its team subquery, and the owner is the viewer already loaded (a poll reads one row).
+    try:
+        submission = Submission.objects.select_related("task", "dataset_version").get(pk=pk)
+    except Submission.DoesNotExist:
+        raise Submission.DoesNotExist(NOT_YOURS) from None
+    if user.is_authenticated and submission.user_id == user.pk:
+        if isinstance(user, get_user_model()):
+            submission.user = user
+        return submission
+    if submission.team_id is not None and user.is_authenticated:
+        if TeamMembership.objects.filter(team_id=submission.team_id, user=user).exists():
+            return submission
+    raise Submission.DoesNotExist(NOT_YOURS)
 
 
 @dataclass(frozen=True)
