@@ -29,6 +29,7 @@ from queueing import queues
 from submissions.boards import ranking
 from submissions.boards.cache import cached
 from submissions.boards.row import BOARD_PRIVATE, BOARD_PUBLIC, SORT_FIELDS, LeaderboardRow
+from submissions.challenges.registration import can_see
 from submissions.challenges.selectors import challenge_list_visible
 from submissions.lifecycle import turns
 from submissions.models import FactSheet, Submission, Task, TaskQuerySet
@@ -71,11 +72,21 @@ def task_get_for_upload(*, slug: str, user: Any) -> Task:
     """``task_get_visible`` without the current dataset, which an upload never reads. The device
     class stays: the model's inspection asks whether the task needs a GPU, the notice names the
     class."""
-    tasks = _visible_to(Task.objects.select_related("device_class"), user=user)
-    task = tasks.filter(slug=slug).first()
-    if task is None:
-        raise Task.DoesNotExist(f"no task {slug!r} visible to this user")
-    return task
+    # By its slug, and ``_visible_to``'s rule judged here: every upload asks, and the rule's
+    # challenge subqueries matter only for a challenge's phase.
+    try:
+        task = Task.objects.select_related("device_class").get(slug=slug)
+    except Task.DoesNotExist:
+        task = None
+    if task is not None and (
+        _is_staff(user)
+        or (
+            not task.is_hidden
+            and (task.challenge_id is None or can_see(user=user, challenge=task.challenge))
+        )
+    ):
+        return task
+    raise Task.DoesNotExist(f"no task {slug!r} visible to this user")
 
 
 @dataclass(frozen=True)
