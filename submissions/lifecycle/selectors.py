@@ -60,9 +60,29 @@ def _visible_to(tasks: TaskQuerySet, *, user: Any) -> TaskQuerySet:
     )
 
 
+def _may_see(task: Task, user: Any) -> bool:
+    """``_visible_to``'s rule for one task already read: a page, the board's API and an upload
+    each ask it of one task by its slug, without the rule's challenge subqueries (only a
+    challenge's phase asks ``can_see``, which reads its challenge)."""
+    if _is_staff(user):
+        return True
+    if task.is_hidden:
+        return False
+    return task.challenge_id is None or can_see(user=user, challenge=task.challenge)
+
+
+def _task_by_slug(tasks: QuerySet[Task], slug: str, user: Any) -> Task | None:
+    try:
+        task = tasks.get(slug=slug)
+    except Task.DoesNotExist:
+        return None
+    return task if _may_see(task, user) else None
+
+
 def task_get_visible(*, slug: str, user: Any) -> Task:
     """The task ``slug`` if this viewer may see it; else ``Task.DoesNotExist`` saying so."""
-    task = task_list_visible(user=user).filter(slug=slug).first()
+    tasks = Task.objects.select_related("device_class", "current_dataset", "challenge")
+    task = _task_by_slug(tasks, slug, user)
     if task is None:
         raise Task.DoesNotExist(f"No task '{slug}'.")
     return task
@@ -72,21 +92,10 @@ def task_get_for_upload(*, slug: str, user: Any) -> Task:
     """``task_get_visible`` without the current dataset, which an upload never reads. The device
     class stays: the model's inspection asks whether the task needs a GPU, the notice names the
     class."""
-    # By its slug, and ``_visible_to``'s rule judged here: every upload asks, and the rule's
-    # challenge subqueries matter only for a challenge's phase.
-    try:
-        task = Task.objects.select_related("device_class").get(slug=slug)
-    except Task.DoesNotExist:
-        task = None
-    if task is not None and (
-        _is_staff(user)
-        or (
-            not task.is_hidden
-            and (task.challenge_id is None or can_see(user=user, challenge=task.challenge))
-        )
-    ):
-        return task
-    raise Task.DoesNotExist(f"no task {slug!r} visible to this user")
+    task = _task_by_slug(Task.objects.select_related("device_class"), slug, user)
+    if task is None:
+        raise Task.DoesNotExist(f"no task {slug!r} visible to this user")
+    return task
 
 
 @dataclass(frozen=True)
