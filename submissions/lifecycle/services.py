@@ -322,7 +322,10 @@ def submission_start(*, submission_id: int, worker_name: str) -> Submission | No
     if not claimed:
         return None
     submissions = Submission.objects.select_related(*JOB_START_RELATED)
-    return submissions.filter(pk=submission_id).first()  # None only if deleted meanwhile
+    try:
+        return submissions.get(pk=submission_id)
+    except Submission.DoesNotExist:  # deleted meanwhile
+        return None
 
 
 def submission_set_progress(*, submission_id: int, progress: float) -> None:
