@@ -10,6 +10,8 @@ alternates:
 - submit-to-scored: ``--latency-count`` models one at a time, ours (upload over HTTP, then poll
   ``GET /api/submissions/<id>/`` every ``--poll-ms``) and the floor's in turn; the ratio of the
   p50s. The bench task's timing phase is cut to one batch (``floor_bench.MINIMAL_TIMING``).
+  Where ours went: the p50 of each phase between the upload's sending, the row's creation, its
+  claim by a worker, its result and the poll that saw it (``PHASES``).
 - a burst of ``--burst`` models uploaded over HTTP one after another (the clock runs from the
   first upload to the last score), against the floor's burst; the ratio of the rates, and the
   CPU per model of each group of processes (where the rest goes).
@@ -80,11 +82,13 @@ def cleanup() -> None:
 def latency_round(
     http: Http, floor: floor_bench.Floor, model: bytes, count: int, poll_s: float
 ) -> dict[str, Any]:
-    """p50 of ``count`` submit-to-scored, ours over HTTP and the floor's, interleaved."""
+    """p50 of ``count`` submit-to-scored, ours over HTTP and the floor's, interleaved; and where
+    ours went (``PHASES``, from the row's times and this client's clock: one host, one clock)."""
     samples: dict[str, list[float]] = {"ours": [], "floor": [], "upload": [], "poll": []}
+    ends: dict[int, tuple[float, float]] = {}  # submission id -> (sent, seen), epoch seconds
 
     def ours(variant: bytes) -> None:
-        start = time.perf_counter()
+        start, sent = time.perf_counter(), time.time()
         pk = http.upload(variant)
         samples["upload"].append(time.perf_counter() - start)
         while True:
@@ -94,6 +98,7 @@ def latency_round(
             if status in FINAL:
                 if status != "succeeded":
                     raise RuntimeError(f"submission {pk} {status}")
+                ends[pk] = (sent, time.time())
                 return
             time.sleep(poll_s)
 
@@ -106,7 +111,32 @@ def latency_round(
             samples[name].append(seconds(sides[name]))
             time.sleep(0.2)  # each worker back to idle (its blocking dequeue)
     p50 = {name: statistics.median(values) for name, values in samples.items()}
-    return {**p50, "ratio": p50["ours"] / p50["floor"]}
+    return {**p50, "ratio": p50["ours"] / p50["floor"], "phases": phases(ends)}
+
+
+# Where one submit-to-scored over HTTP went, in turn (they add up to it).
+PHASES = (
+    "sent → its row made (the upload's checks and inspection)",
+    "row made → claimed by a worker (commit, enqueue, the worker's pick)",
+    "claimed → result saved (the evaluation, the model process's conversation)",
+    "result saved → seen by a poll",
+)
+
+
+def phases(ends: dict[int, tuple[float, float]]) -> dict[str, float]:
+    """The p50 of each of ``PHASES`` over the submissions in ``ends``, in seconds."""
+    from submissions.models import Submission
+
+    rows = Submission.objects.filter(pk__in=ends).values_list(
+        "pk", "created_at", "started_at", "finished_at"
+    )
+    spans: dict[str, list[float]] = {name: [] for name in PHASES}
+    for pk, made, started, finished in rows:
+        sent, seen = ends[pk]
+        marks = [sent, made.timestamp(), started.timestamp(), finished.timestamp(), seen]
+        for name, begin, end in zip(PHASES, marks, marks[1:], strict=False):
+            spans[name].append(end - begin)
+    return {name: statistics.median(values) for name, values in spans.items()}
 
 
 def burst_round(

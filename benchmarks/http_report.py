@@ -6,6 +6,8 @@ import argparse
 import statistics
 from typing import Any
 
+from benchmarks.http_bench import PHASES
+
 READ_TARGETS = {8: "≤ 2×", 64: "≤ 3×"}
 
 
@@ -64,6 +66,8 @@ def _path_figures(args: argparse.Namespace, results: dict[str, Any]) -> list[str
         ("an upload over HTTP, p50", [r["upload"] * 1000 for r in latency], "{:.1f} ms", ""),
         (f"a poll of the submission over HTTP, p50 (one every {args.poll_ms:g} ms)",
          [r["poll"] * 1000 for r in latency], "{:.1f} ms", ""),
+        *((f"submit-to-scored over HTTP, {name}, p50",
+           [r["phases"][name] * 1000 for r in latency], "{:.1f} ms", "") for name in PHASES),
         (f"burst of {args.burst} uploaded over HTTP / floor", [r["ratio"] for r in burst],
          "{:.2f}×", "≥ 0.6×"),
         ("burst over HTTP, scored per second", [r["ours"] for r in burst], "{:.1f}/s", ""),
