@@ -68,7 +68,8 @@ def _may_see(task: Task, user: Any) -> bool:
         return True
     if task.is_hidden:
         return False
-    return task.challenge_id is None or can_see(user=user, challenge=task.challenge)
+    challenge = task.challenge  # no query for a task outside any challenge
+    return challenge is None or can_see(user=user, challenge=challenge)
 
 
 def _task_by_slug(tasks: QuerySet[Task], slug: str, user: Any) -> Task | None:
@@ -649,9 +650,13 @@ def submission_get_own(*, user: Any, pk: int) -> Submission:
         if isinstance(user, get_user_model()):
             submission.user = user
         return submission
-    if submission.team_id is not None and user.is_authenticated:
-        if TeamMembership.objects.filter(team_id=submission.team_id, user=user).exists():
-            return submission
+    team_id = submission.team_id
+    if (
+        team_id is not None
+        and user.is_authenticated
+        and TeamMembership.objects.filter(team_id=team_id, user_id=user.pk).exists()
+    ):
+        return submission
     raise Submission.DoesNotExist(NOT_YOURS)
 
 
