@@ -105,7 +105,7 @@ def test_a_short_floor_run_scores_every_model_on_both_sides(
     for side in ("ours", "floor"):
         assert queued["cpu"][side]["workers"] > queued["cpu"][side]["workers' own"] >= 0
     # Ours do the database work in the worker itself; the floor's workers mostly fork and wait,
-    # a few milliseconds for 4 models, under one clock tick (10 ms) each, so theirs may read 0.
+    # for 4 models less than one tick of /proc's CPU counters, so theirs may read 0.
     assert queued["cpu"]["ours"]["workers' own"] > 0
     # warm-up, latency, burst, queued burst: every model scored by both, the same on both
     assert result["floor_jobs"] == result["scores_compared"] == 1 + 2 + 4 + 4
