@@ -139,13 +139,11 @@ class TimeLimit:
         self.fired = True
 
     def __enter__(self) -> TimeLimit:
-        (_watchdog_thread or _watchdog()).armed = _Deadline(
-            time.monotonic() + self.limit_s, self._expire
-        )
+        _watchdog().armed = _Deadline(time.monotonic() + self.limit_s, self._expire)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        (_watchdog_thread or _watchdog()).armed = None
+        _watchdog().armed = None
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:

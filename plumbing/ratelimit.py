@@ -12,7 +12,6 @@ or an operator can change them without a restart of the limiter.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import re
@@ -25,6 +24,8 @@ from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
+
+from plumbing.redis_client import redis_client
 
 log = logging.getLogger(__name__)
 
@@ -134,11 +135,6 @@ def _count(key: str, timeout_s: int) -> int:
     return int(pipe.execute()[1])
 
 
-@functools.cache
-def _redis_client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url)
-
-
 def _redis_of_cache() -> redis.Redis | None:
     """A client of the Redis behind the default cache (one per process and URL), or None when
     the cache is not Django's Redis backend on one server."""
@@ -148,7 +144,7 @@ def _redis_of_cache() -> redis.Redis | None:
         return None
     if not isinstance(location, str) or "," in location:
         return None  # several servers: the cache picks one per key; leave it to the cache
-    return _redis_client(location)
+    return redis_client(location)
 
 
 def client_ip(request: HttpRequest | Any) -> str:

@@ -8,24 +8,18 @@ and it must not depend on anything else in the stack working.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
 
 import redis
 from django.conf import settings
 from django.db import DatabaseError, connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from plumbing.redis_client import redis_client
+
 HEALTH_PATH = "/healthz"
 # A health probe must answer quickly even when Redis is unreachable (a dropped packet would
 # otherwise block the probe until the kernel gives up).
 REDIS_TIMEOUT_S = 2.0
-
-
-@cache
-def _redis_client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(
-        url, socket_connect_timeout=REDIS_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S
-    )
 
 
 def _database_ok() -> str:
@@ -40,7 +34,7 @@ def _database_ok() -> str:
 
 def _redis_ok() -> str:
     try:
-        _redis_client(settings.REDIS_URL).ping()
+        redis_client(settings.REDIS_URL, REDIS_TIMEOUT_S).ping()
     except (redis.exceptions.RedisError, OSError) as exc:
         return f"unreachable ({type(exc).__name__})"
     return "ok"

@@ -640,24 +640,15 @@ NOT_YOURS = "No such submission of yours."
 def submission_get_own(*, user: Any, pk: int) -> Submission:
     """One of ``user``'s submissions (a teammate's included); else ``Submission.DoesNotExist``
     saying so."""
-    # The row by its key, and whose it is judged here: the same rule as ``for_user`` without
-    # its team subquery, and the owner is the viewer already loaded (a poll reads one row).
-    try:
+    try:  # the row by its key, and whose it is judged on it (a poll reads one row)
         submission = Submission.objects.select_related("task", "dataset_version").get(pk=pk)
     except Submission.DoesNotExist:
         raise Submission.DoesNotExist(NOT_YOURS) from None
-    if user.is_authenticated and submission.user_id == user.pk:
-        if isinstance(user, get_user_model()):
-            submission.user = user
-        return submission
-    team_id = submission.team_id
-    if (
-        team_id is not None
-        and user.is_authenticated
-        and TeamMembership.objects.filter(team_id=team_id, user_id=user.pk).exists()
-    ):
-        return submission
-    raise Submission.DoesNotExist(NOT_YOURS)
+    if not submission.belongs_to(user):
+        raise Submission.DoesNotExist(NOT_YOURS)
+    if submission.user_id == user.pk and isinstance(user, get_user_model()):
+        submission.user = user  # the owner is the viewer, already loaded
+    return submission
 
 
 @dataclass(frozen=True)

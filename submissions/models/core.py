@@ -325,7 +325,8 @@ class Task(models.Model):
 
 class SubmissionQuerySet(models.QuerySet["Submission"]):
     def for_user(self, user: Any) -> SubmissionQuerySet:
-        """What ``user`` may see as theirs: their own uploads and every one of their teams'."""
+        """What ``user`` may see as theirs: their own uploads and every one of their teams'.
+        ``Submission.belongs_to`` is the same rule for one row already read."""
         teams = Team.objects.filter(memberships__user=user).values("pk")
         return self.filter(Q(user=user) | Q(team__in=teams))
 
@@ -543,6 +544,17 @@ class Submission(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("submission-detail", args=[self.pk])
+
+    def belongs_to(self, user: Any) -> bool:
+        """``SubmissionQuerySet.for_user``'s rule for this row: the user's own upload, or one of
+        a team they are in (the one query, only for a team's row that is not theirs)."""
+        if not getattr(user, "is_authenticated", False):
+            return False
+        if self.user_id == user.pk:
+            return True
+        if self.team_id is None:
+            return False
+        return Team.objects.filter(pk=self.team_id, memberships__user_id=user.pk).exists()
 
     @property
     def is_final(self) -> bool:
