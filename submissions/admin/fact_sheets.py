@@ -7,11 +7,11 @@ import csv
 from typing import Any
 
 from django.contrib import admin
-from django.db import models, transaction
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
-from submissions.boards.cache import board_changed
+from submissions.boards.cache import board_changes
 from submissions.challenges.fact_sheets import fact_sheet_rows
 from submissions.models import FactSheet
 
@@ -19,8 +19,7 @@ from submissions.models import FactSheet
 def _board_follows(task_id: int) -> None:
     """The board shows each entry's method and links: its cached pages are stale now, and
     again once the admin's transaction commits (as ``fact_sheet_save`` says them)."""
-    board_changed(task_id=task_id)
-    transaction.on_commit(lambda: board_changed(task_id=task_id))
+    board_changes(task_id=task_id)
 
 
 @admin.register(FactSheet)

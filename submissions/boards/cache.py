@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import transaction
 from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,14 @@ def board_changed(*, task_id: int) -> None:
         log.warning(
             "board version of task %s not bumped, the cache is unavailable: %s", task_id, exc
         )
+
+
+def board_changes(*, task_id: int) -> None:
+    """Inside a transaction that changes what a task's boards or its page show: the version is
+    bumped now, so that a reader in the same transaction sees it, and again once the transaction
+    commits, so that nothing a reader cached in between outlives the commit."""
+    board_changed(task_id=task_id)
+    transaction.on_commit(lambda: board_changed(task_id=task_id))
 
 
 def board_version(*, task_id: int) -> int:

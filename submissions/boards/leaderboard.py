@@ -166,8 +166,7 @@ def _lock_board(task_id: int, entrants: list[str] | None) -> None:
     _lock(task_id, _BOARD_SLOT, shared=entrants is not None)
     for slot in sorted({_entrant_slot(e) for e in entrants or []}):
         _lock(task_id, slot)
-    board_cache.board_changed(task_id=task_id)
-    transaction.on_commit(lambda: board_cache.board_changed(task_id=task_id))
+    board_cache.board_changes(task_id=task_id)
 
 
 def _refresh_entries(

@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 
 from plumbing.refusals import Refused
-from submissions.boards.cache import board_changed
+from submissions.boards.cache import board_changes
 from submissions.lifecycle.quotas import team_id_of
 from submissions.models import FactSheet, Task
 
@@ -50,10 +50,7 @@ def fact_sheet_save(*, user: Any, task: Task, values: dict[str, Any]) -> FactShe
                 setattr(sheet, name, values[name])
         sheet.full_clean()
         sheet.save()
-        # The board shows the method and links: its cached pages and ETags are stale now, and
-        # again at commit (as a board refresh bumps it), so no read in between keeps the old.
-        board_changed(task_id=task.pk)
-        transaction.on_commit(lambda: board_changed(task_id=task.pk))
+        board_changes(task_id=task.pk)  # the board shows the method and links
         return sheet
 
 
