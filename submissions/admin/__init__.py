@@ -38,6 +38,7 @@ from submissions.admin.services import (
     task_leaderboard_set,
 )
 from submissions.admin.workers import worker_rows
+from submissions.boards.cache import board_changes
 from submissions.boards.finalists import FinalistsRefused, finalists_remeasure
 from submissions.boards.leaderboard import (
     leaderboard_rebuild,
@@ -298,6 +299,7 @@ class TaskAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Task, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
+        board_changes(task_id=obj.pk)  # its page, kept for anonymous readers, shows the edit
         form.dataset_pending_done()
         if form.summary is not None:
             self.message_user(request, f"Dataset checked: {form.summary}", messages.INFO)

@@ -10,7 +10,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from submissions.models import Announcement, AnnouncementDelivery
+from submissions.boards.cache import board_changes
+from submissions.models import Announcement, AnnouncementDelivery, Task
 from submissions.notifications.announcements import (
     announcement_deliveries_create,
     announcement_post,
@@ -51,6 +52,9 @@ class AnnouncementAdmin(admin.ModelAdmin):
         return " · ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "–"
 
     def save_model(self, request: HttpRequest, obj: Announcement, form: Any, change: bool) -> None:
+        # Shown on each phase's page at once, also to anonymous readers kept an answer.
+        for task_id in Task.objects.filter(challenge=obj.challenge_id).values_list("pk", flat=True):
+            board_changes(task_id=task_id)
         if change:  # an edit of the text: shown on the pages, not mailed again
             super().save_model(request, obj, form, change)
             return

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
+from submissions.boards.cache import board_changes
 from submissions.boards.leaderboard import leaderboard_rebuild, leaderboard_submissions_changed
 from submissions.lifecycle.selectors import BOARD_PRIVATE, BOARD_PUBLIC, leaderboard
 from submissions.lifecycle.services import submission_create, submission_rerun
@@ -62,9 +63,10 @@ def task_leaderboard_set(*, task_ids: Iterable[int], **fields: Any) -> list[int]
             t.pk for t in tasks if any(getattr(t, name) != value for name, value in fields.items())
         ]
         Task.objects.filter(pk__in=changed).update(**fields)
-        if "leaderboard_frozen_at" in fields:  # the boards now stop at another time
-            for task_id in changed:
+        for task_id in changed:
+            if "leaderboard_frozen_at" in fields:  # the boards now stop at another time
                 leaderboard_rebuild(task_id=task_id)
+            board_changes(task_id=task_id)  # shown or not, revealed or not: every board's page
     return changed
 
 

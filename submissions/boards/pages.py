@@ -10,17 +10,25 @@ Pollers get ETags built from the same version: an unchanged board answers 304 wi
 Anonymous readers of a public board may also keep a page for a few seconds
 (``board_cache_control``): every one of them sees the same page, so a shared cache in front of
 the site may serve it; a signed-in viewer's page (their own row) and a board that is not public
-never are.
+never are. The site keeps that answer itself for as long (``PublicAnswer``), and gives it, or a
+304, to the next anonymous reader of the same board and query without reading the database,
+while the board's version is still the one it was made under: a new result is seen at once,
+an edit of the task or its page within ``PUBLIC_MAX_AGE_S``, as through any cache in front.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from django.conf import settings
+from django.core.cache import cache
 from django.forms.models import model_to_dict
 from django.template.loader import render_to_string
+from redis.exceptions import RedisError
 
 from submissions.boards.cache import board_version, cached
 from submissions.boards.charts import Chart
@@ -40,6 +48,7 @@ FRAGMENT_TTL_S = 600  # a bound on memory only: a new version is a new key anywa
 # short, because a new result must show within a reload or two at a deadline.
 PUBLIC_MAX_AGE_S = 5
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def _task_digest(task: Task) -> str:
@@ -82,6 +91,52 @@ def board_cache_control(*, task: Task, board: str, user: Any) -> str:
     if anonymous and board == BOARD_PUBLIC and task.leaderboard == Task.Leaderboard.PUBLIC:
         return f"public, max-age={PUBLIC_MAX_AGE_S}"
     return "private, no-cache"
+
+
+@dataclass(frozen=True)
+class PublicAnswer:
+    """What an anonymous reader of a public board was answered, kept for the next one: good
+    while the board's version is still ``version``, read before the answer was made (a write in
+    between gives a newer version, so the answer is never taken for the newer board)."""
+
+    task_id: int
+    version: int
+    etag: str
+    content: Any  # the page's HTML, or the API's data
+
+
+def public_answer_key(request: Any, *parts: object) -> str | None:
+    """Where the answer to this request is kept: ``parts`` say what it answers (the view, the
+    task's slug, the validated query, never the raw query string, so junk parameters share one
+    entry). None when it is not kept: not a GET, or a reader signed in."""
+    if request.method != "GET" or getattr(request.user, "is_authenticated", True):
+        return None
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=16).hexdigest()
+    return f"public-answer{settings.BOARD_CACHE_NAMESPACE}:{digest}"
+
+
+def public_answer(key: str | None) -> PublicAnswer | None:
+    """The answer kept under ``key`` while its board is unchanged; None otherwise, or while the
+    cache cannot be reached."""
+    if key is None:
+        return None
+    try:
+        kept = cache.get(key)
+    except RedisError:
+        return None
+    if not isinstance(kept, PublicAnswer) or board_version(task_id=kept.task_id) != kept.version:
+        return None
+    return kept
+
+
+def public_answer_keep(key: str | None, answer: PublicAnswer) -> None:
+    """Keep ``answer`` for ``PUBLIC_MAX_AGE_S``, as a cache in front may keep it."""
+    if key is None:
+        return
+    try:
+        cache.set(key, answer, PUBLIC_MAX_AGE_S)
+    except RedisError as exc:
+        log.warning("cache unavailable, a public board answer not kept: %s", exc)
 
 
 def board_fragments(

@@ -19,7 +19,17 @@ from plumbing.openapi import BAD_REQUEST
 from plumbing.pagination import BoundedLimitOffsetPagination
 from plumbing.refusals import Refused
 from plumbing.request_params import params_validated
-from submissions.boards.pages import board_cache_control, board_cached, board_state
+from submissions.boards.cache import board_version
+from submissions.boards.pages import (
+    PUBLIC_MAX_AGE_S,
+    PublicAnswer,
+    board_cache_control,
+    board_cached,
+    board_state,
+    public_answer,
+    public_answer_keep,
+    public_answer_key,
+)
 from submissions.boards.ranking import describe
 from submissions.lifecycle import selectors
 from submissions.lifecycle.finals import submission_select
@@ -86,11 +96,16 @@ class LeaderboardApi(APIView):
         responses={200: LeaderboardSerializer, 400: BAD_REQUEST, 404: NOT_FOUND},
     )
     def get(self, request: Request, slug: str) -> Response:
+        query = params_validated(LeaderboardApiQuerySerializer, request.query_params)
+        kept_at = public_answer_key(request, "api", slug, sorted(query.items()))
+        kept = public_answer(kept_at)
+        if kept is not None:
+            return _public_board(request, kept)
         task = selectors.task_get_visible(slug=slug, user=request.user)
+        version = board_version(task_id=task.pk)  # before anything is read for the answer
         refusal = selectors.leaderboard_refusal(task=task, user=request.user)
         if refusal:
             raise Http404(refusal)
-        query = params_validated(LeaderboardApiQuerySerializer, request.query_params)
         if query["board"] not in selectors.leaderboard_boards(task=task, user=request.user):
             raise Http404("The private leaderboard is not revealed yet.")
         selectors.leaderboard_track(task=task, slug=query["track"])  # 404 for an unknown one
@@ -100,13 +115,18 @@ class LeaderboardApi(APIView):
         if get_conditional_response(request, etag=etag) is not None:
             return Response(status=304, headers={"ETag": etag})
         data = board_cached(state, lambda: _board(task, query, rescoring))
-        headers = {
-            "ETag": etag,
-            "Cache-Control": board_cache_control(
-                task=task, board=query["board"], user=request.user
-            ),
-        }
-        return Response(data, headers=headers)
+        control = board_cache_control(task=task, board=query["board"], user=request.user)
+        if control.startswith("public"):
+            public_answer_keep(kept_at, PublicAnswer(task.pk, version, etag, data))
+        return Response(data, headers={"ETag": etag, "Cache-Control": control})
+
+
+def _public_board(request: Request, kept: PublicAnswer) -> Response:
+    """The board kept for anonymous readers (``public_answer``), or a 304 when it is theirs."""
+    if get_conditional_response(request, etag=kept.etag) is not None:
+        return Response(status=304, headers={"ETag": kept.etag})
+    control = f"public, max-age={PUBLIC_MAX_AGE_S}"
+    return Response(kept.content, headers={"ETag": kept.etag, "Cache-Control": control})
 
 
 def _board(task: Task, query: dict[str, Any], rescoring: int) -> dict[str, Any]:

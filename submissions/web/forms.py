@@ -33,6 +33,11 @@ class LeaderboardQueryForm(forms.Form):
         self.is_valid()  # cleaned_data then holds only the fields that were valid
         return self.cleaned_data.get(name) or default
 
+    def values(self) -> tuple[Any, ...]:
+        """Every field's value as ``value`` gives it (None for a default): two queries with
+        equal values show the same board."""
+        return tuple(self.value(name, None) for name in self.fields)
+
 
 class SubmissionIdsField(forms.Field):
     """Submission numbers, each given once (``name=1&name=2``), as a set."""

@@ -21,6 +21,7 @@ from plumbing.ratelimit import refused_page
 from plumbing.refusal_responses import attempt, or_404
 from plumbing.refusals import Unavailable
 from plumbing.throttles import upload_rate_hit
+from submissions.boards.cache import board_version
 from submissions.boards.display import (
     failure_advice,
     latency_chart,
@@ -30,9 +31,14 @@ from submissions.boards.display import (
     timing_facts,
 )
 from submissions.boards.pages import (
+    PUBLIC_MAX_AGE_S,
+    PublicAnswer,
     board_cache_control,
     board_etag,
     board_fragments,
+    public_answer,
+    public_answer_keep,
+    public_answer_key,
     public_page_cached,
 )
 from submissions.challenges.selectors import challenge_announcements
@@ -67,8 +73,15 @@ PHASE_ANNOUNCEMENTS = 3  # the newest of the challenge's, on each phase's page
 
 
 def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    task = visible_task(request, slug)
     query = LeaderboardQueryForm(request.GET)
+    # A message is for this viewer alone: its page is neither answered from nor kept for others.
+    shown_to_anyone = not messages.get_messages(request)
+    kept_at = public_answer_key(request, "page", slug, query.values()) if shown_to_anyone else None
+    kept = public_answer(kept_at)
+    if kept is not None:
+        return _public_page(request, kept)
+    task = visible_task(request, slug)
+    version = board_version(task_id=task.pk)  # before anything is read for the answer
     boards = selectors.leaderboard_boards(task=task, user=request.user)
     board = query.value("board", "public")
     board = board if board in boards else "public"
@@ -93,8 +106,7 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
         task, "page", *state, context["counts"], [f.pk for f in context["task_files"]],
         [(a.pk, a.title, a.body) for a in news],
     )  # fmt: skip
-    # A poller's unchanged page: 304 before any rendering (not with a message to show).
-    shown_to_anyone = not messages.get_messages(request)  # a message is for this viewer
+    # A poller's unchanged page: 304 before any rendering.
     if shown_to_anyone:
         unchanged = get_conditional_response(request, etag=etag)
         if unchanged is not None:
@@ -113,9 +125,19 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
 
     if shown_to_anyone and control.startswith("public"):
         shown = public_page_cached(etag + request.path, html)
+        public_answer_keep(kept_at, PublicAnswer(task.pk, version, etag, shown))
     else:
         shown, control = html(), "private, no-cache"
     return HttpResponse(shown, headers={"ETag": etag, "Cache-Control": control})
+
+
+def _public_page(request: HttpRequest, kept: PublicAnswer) -> HttpResponse:
+    """The page kept for anonymous readers (``public_answer``), or a 304 when it is theirs."""
+    unchanged = get_conditional_response(request, etag=kept.etag)
+    if unchanged is not None:
+        return unchanged
+    control = f"public, max-age={PUBLIC_MAX_AGE_S}"
+    return HttpResponse(kept.content, headers={"ETag": kept.etag, "Cache-Control": control})
 
 
 def _track_or_main(task: Task, slug: str) -> Track | None:

@@ -103,13 +103,14 @@ def test_an_announcement_shows_on_the_challenge_its_phases_and_the_api(
     cup: Any, operator: Any, django_capture_on_commit_callbacks: Any, notifications_queue: Any
 ) -> None:
     page = Client().get("/challenges/digits-cup/").content.decode()
+    kept = Client().get("/tasks/digits-dev/").content.decode()  # kept for anonymous readers
     post(operator, cup, django_capture_on_commit_callbacks, email="")
 
     challenge_page = Client().get("/challenges/digits-cup/").content.decode()
     phase_page = Client().get("/tasks/digits-dev/").content.decode()
     api = APIClient().get("/api/challenges/digits-cup/").json()
 
-    assert "data-announcements" not in page
+    assert "data-announcements" not in page and "Phase 2 data is out" not in kept
     assert "<strong>test</strong> data is published" in challenge_page
     assert "Phase 2 data is out" in phase_page and "#announcement-" in phase_page
     assert [a["title"] for a in api["announcements"]] == ["Phase 2 data is out"]

@@ -3,7 +3,8 @@ unchanged board does not read them again, and every event that changes the board
 operator hiding a submission, a new ranking rule) is seen on the very next read, with or without
 an ETag. Only what every viewer sees alike may be kept by a cache in front of the site: an
 anonymous reader's public board, for a few seconds; never a signed-in viewer's page, a private
-board or a hidden one."""
+board or a hidden one. The site keeps that answer itself for as long, and gives it to the next
+anonymous reader without reading the database while the board is unchanged."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from submissions.lifecycle.services import submission_succeed
 from submissions.models import Task
 from submissions.models.boards import LeaderboardEntry
 from submissions.web.serializers import LeaderboardRowSerializer, leaderboard_rows_data
+from tests.submissions.admin_support import task_change_data
 from tests.submissions.test_leaderboard_read_models import result, running
 from tests.submissions.test_ranking_rules import rule_set, timed
 from tests.submissions.test_read_api import scored
@@ -158,3 +160,47 @@ def test_a_signed_in_viewer_never_gets_the_page_kept_for_anonymous_readers(
     client.force_login(alice)
     page = client.get(PAGE).content.decode()
     assert "Log out alice" in page and "chip-you" in page
+
+
+@pytest.mark.parametrize("url", [PAGE, API])
+def test_an_anonymous_reload_of_a_public_board_reads_nothing_from_the_database(
+    make_task: Any, bob: Any, url: str, django_assert_num_queries: Any
+) -> None:
+    scored(make_task(), bob, 0.5)
+    first = Client().get(url)
+    with django_assert_num_queries(0):
+        again = Client().get(url)
+        unchanged = Client().get(url, HTTP_IF_NONE_MATCH=first["ETag"])
+        junk = Client().get(url + "?utm_source=mail")  # the same board: the same kept answer
+    assert again.content == first.content and again["ETag"] == first["ETag"]
+    assert again["Cache-Control"] == SHARED and "Cookie" in again["Vary"]
+    assert unchanged.status_code == 304
+    assert junk.status_code == 200 and junk["ETag"] == first["ETag"]
+
+
+@pytest.mark.parametrize("url", [PAGE, API])
+def test_the_answer_kept_for_anonymous_readers_follows_results_and_operators(
+    make_task: Any, alice: Any, bob: Any, url: str
+) -> None:
+    task = make_task()
+    scored(task, bob, 0.5)
+    kept = Client().get(url)
+    assert b"alice" not in kept.content
+    assert submission_succeed(submission_id=running(task, alice).pk, result=result(0.9))
+    landed = Client().get(url, HTTP_IF_NONE_MATCH=kept["ETag"])
+    assert landed.status_code == 200 and b"alice" in landed.content
+    task_leaderboard_set(task_ids=[task.pk], leaderboard=Task.Leaderboard.HIDDEN)
+    assert b"alice" not in Client().get(url).content
+
+
+def test_an_edit_of_the_task_in_the_admin_is_on_the_next_anonymous_read(
+    make_task: Any, bob: Any, operator: Any
+) -> None:
+    task = make_task()
+    scored(task, bob, 0.5)
+    assert b"Rules of the house" not in Client().get(PAGE).content  # kept for the next reader
+    staff = Client()
+    staff.force_login(operator)
+    data = task_change_data(staff, task.pk, rules="Rules of the house")
+    assert staff.post(f"/admin/submissions/task/{task.pk}/change/", data).status_code == 302
+    assert b"Rules of the house" in Client().get(PAGE).content

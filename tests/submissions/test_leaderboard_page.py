@@ -15,6 +15,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from submissions.admin.services import task_leaderboard_set
 from submissions.lifecycle import selectors
 from submissions.lifecycle.selectors import leaderboard_best_over_time
 from tests.submissions.test_read_api import scored
@@ -111,8 +112,7 @@ def test_private_tab_appears_only_once_revealed_and_ranks_by_private_score(
     assert board_users(concealed) == ["alice", "bob"]  # falls back to the public board
     assert Client().get("/tasks/digits/leaderboard.csv", {"board": "private"}).status_code == 404
 
-    task.private_revealed = True
-    task.save()
+    task_leaderboard_set(task_ids=[task.pk], private_revealed=True)  # the operator's action
     revealed = Client().get(PAGE, {"board": "private"}).content.decode()
     assert 'aria-current="page">Private</a>' in revealed
     assert board_users(revealed) == ["bob", "alice"]
