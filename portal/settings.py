@@ -230,6 +230,10 @@ UPLOAD_INSPECT_OUT_OF_PROCESS_BYTES = env_int(
 UPLOAD_INSPECTIONS_MAX = env_int("UPLOAD_INSPECTIONS_MAX", 2, minimum=1)
 UPLOAD_INSPECTIONS_WAIT_S = env_int("UPLOAD_INSPECTIONS_WAIT_S", 30, minimum=0)
 UPLOAD_INSPECTIONS_DIR = VAR_DIR / "upload-inspections"
+# A client may wait for its submission to finish (GET /api/submissions/<id>/?wait=S): at most
+# this many requests of one web process wait at a time (each holds a thread); the rest, and every
+# one with 0, are answered at once, as without ``wait``.
+SUBMISSION_WAITERS_PER_PROCESS = env_int("SUBMISSION_WAITERS_PER_PROCESS", 2, minimum=0)
 
 # --- Redis: the queue and the shared cache, nothing that cannot be rebuilt from the database ---
 REDIS_URL = env_str("REDIS_URL") or ""

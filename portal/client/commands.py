@@ -189,11 +189,14 @@ def _wait_for(api: PortalApi, submission_id: int) -> int:
     bar = display.ProgressBar()
     try:
         while True:
-            current = api.get(f"/api/submissions/{submission_id}/")
+            # The server holds the answer up to POLL_S until the submission is final, so its
+            # result shows the moment it is saved; the bar moves once a POLL_S meanwhile.
+            began = time.monotonic()
+            current = api.get(f"/api/submissions/{submission_id}/", wait=POLL_S)
             bar.show(current)
             if current["status"] in display.FINAL:
                 break
-            time.sleep(POLL_S)
+            time.sleep(max(0.0, POLL_S - (time.monotonic() - began)))  # answered without a wait
     except KeyboardInterrupt:
         bar.close()
         raise ClientError(

@@ -46,6 +46,7 @@ from submissions.boards.leaderboard import (
 from submissions.challenges.registration import registration_check
 from submissions.lifecycle.inspection import upload_inspected
 from submissions.lifecycle.quotas import quota_and_duplicate, team_id_of
+from submissions.lifecycle.settled import submission_settled
 from submissions.lifecycle.turns import RERUN_PRIORITY
 from submissions.models import DatasetVersion, Submission, Task, Team
 from submissions.notifications.services import notification_record
@@ -354,7 +355,7 @@ def submission_succeed(
             return False
         task_id, run = Submission.objects.values_list("task_id", "runs").get(pk=submission_id)
         leaderboard_result_pending(task_id=task_id, submission_id=submission_id)
-        notification_record(submission_id=submission_id, status=Status.SUCCEEDED, run=run)
+        _became_final(submission_id=submission_id, status=Status.SUCCEEDED, run=run)
     if drain:
         leaderboard_drain(task_id=task_id)
     return True
@@ -401,6 +402,15 @@ def _success_values(result: EvalResult, dataset_version_id: int | None) -> dict[
 LOG_LIMIT = 20000  # characters of operator log kept per submission, the newest ones
 
 
+def _became_final(*, submission_id: int, status: str | None = None, run: int | None = None) -> None:
+    """Inside the transaction that made ``submission_id`` final: its notification, and, once
+    committed, its waiters woken (``settled``)."""
+    # Registered first, so run first after the commit: a waiter is woken before the e-mail's
+    # job is enqueued.
+    transaction.on_commit(lambda: submission_settled(submission_id=submission_id))
+    notification_record(submission_id=submission_id, status=status, run=run)
+
+
 def submission_fail(
     *,
     submission_id: int,
@@ -428,7 +438,7 @@ def submission_fail(
             **extra,
         )
         if changed:
-            notification_record(submission_id=submission_id)
+            _became_final(submission_id=submission_id)
     return bool(changed)
 
 
@@ -581,7 +591,7 @@ def submission_cancel(*, submission_id: int, user: Any) -> bool:
     with transaction.atomic():
         changed = submissions.update(status=Status.CANCELLED, finished_at=timezone.now())
         if changed:
-            notification_record(submission_id=submission_id)
+            _became_final(submission_id=submission_id)
     if changed and job_id is not None:
         transaction.on_commit(lambda: _stop_job(job_id))
     return bool(changed)

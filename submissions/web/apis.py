@@ -34,6 +34,7 @@ from submissions.boards.ranking import describe
 from submissions.lifecycle import selectors
 from submissions.lifecycle.finals import submission_select
 from submissions.lifecycle.services import SubmissionRefused, submission_cancel, submission_create
+from submissions.lifecycle.settled import submission_settled_wait
 from submissions.models import Task
 from submissions.web.serializers import (
     LeaderboardApiQuerySerializer,
@@ -43,6 +44,7 @@ from submissions.web.serializers import (
     SubmissionDetailSerializer,
     SubmissionListQuerySerializer,
     SubmissionSerializer,
+    SubmissionWaitQuerySerializer,
     TaskSerializer,
     TrackSerializer,
     leaderboard_rows_data,
@@ -195,9 +197,16 @@ class SubmissionListApi(APIView):
 class SubmissionDetailApi(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(responses={200: SubmissionDetailSerializer, 404: NOT_FOUND})
+    @extend_schema(
+        parameters=[SubmissionWaitQuerySerializer],
+        responses={200: SubmissionDetailSerializer, 400: BAD_REQUEST, 404: NOT_FOUND},
+    )
     def get(self, request: Request, pk: int) -> Response:
+        wait_s = params_validated(SubmissionWaitQuerySerializer, request.query_params)["wait"]
         submission = selectors.submission_get_own(user=request.user, pk=pk)
+        waited = wait_s and not submission.is_final
+        if waited and submission_settled_wait(submission_id=pk, seconds=wait_s):
+            submission = selectors.submission_get_own(user=request.user, pk=pk)  # as it is now
         data = SubmissionSerializer(submission, context={"request": request}).data
         place = selectors.submission_queue_place(submission=submission)
         data["queue_position"] = place["position"] if place else None

@@ -20,6 +20,7 @@ from submissions.boards.row import (
     LeaderboardRow,
 )
 from submissions.lifecycle.selectors import task_device_notice
+from submissions.lifecycle.settled import WAIT_MAX_S
 from submissions.models import Submission, Task
 
 
@@ -382,6 +383,19 @@ class SubmissionListQuerySerializer(serializers.Serializer):
 
     limit = serializers.IntegerField(min_value=1, required=False, help_text="At most 500.")
     offset = serializers.IntegerField(min_value=0, required=False)
+
+
+class SubmissionWaitQuerySerializer(serializers.Serializer):
+    wait = serializers.FloatField(
+        min_value=0,
+        max_value=WAIT_MAX_S,
+        default=0,
+        help_text=(
+            f"Seconds (at most {WAIT_MAX_S}) to hold the answer until the submission is final "
+            "(succeeded, failed or cancelled); it comes at once when it is final already, and "
+            "may come at once when the server has no waiting slot free. 0: at once."
+        ),
+    )
 
 
 class LeaderboardApiQuerySerializer(serializers.Serializer):

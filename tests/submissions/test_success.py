@@ -35,6 +35,11 @@ def every_field_set() -> EvalResult:
     )  # fmt: skip
 
 
+def after_commit(callbacks: list[Any]) -> list[str]:
+    """Who registered each of ``callbacks``."""
+    return [c.__qualname__.split(".")[0] for c in callbacks]
+
+
 def test_a_success_writes_every_column_of_its_result_once(
     make_task: Any, alice: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
@@ -56,7 +61,8 @@ def test_a_success_writes_every_column_of_its_result_once(
     assert row == {k: v for k, v in written.items() if k != "finished_at"}
     assert row["status"] == "succeeded" and row["macs"] == 640 and row["flops"] == 1290
     assert row["costs_not_counted"]["shapes_from"] == SHAPES_OBSERVED
-    assert len(enqueued) == 1  # the notification's delivery job, after the commit
+    # after the commit: its waiters woken (settled), then the notification's delivery job
+    assert after_commit(enqueued) == ["_became_final", "notification_record"]
     note = Notification.objects.values("run", "status", "dispatched_at", "email").get()
     assert LeaderboardPending.objects.filter(submission=submission, task=task).exists()
     assert note == {"run": 1, "status": "succeeded", "dispatched_at": None, "email": ""}
@@ -92,7 +98,7 @@ def test_a_success_whose_run_was_already_notified_records_no_second_notification
         assert services.submission_succeed(
             submission_id=submission.pk, result=every_field_set(), drain=False
         )
-    assert not enqueued
+    assert after_commit(enqueued) == ["_became_final"]  # waiters woken; no delivery job
     assert Submission.objects.get(pk=submission.pk).status == "succeeded"
     assert Notification.objects.filter(submission=submission).count() == 1
     assert LeaderboardPending.objects.filter(submission=submission, task=task).exists()
