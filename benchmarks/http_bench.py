@@ -7,8 +7,9 @@ and Redis; the floor is ``floor_bench``'s, two bare rq workers. Everything is dr
 with an API token, as a participant's script does. Each run, alternated as ``floor_bench``
 alternates:
 
-- submit-to-scored: ``--latency-count`` models one at a time, ours (upload over HTTP, then poll
-  ``GET /api/submissions/<id>/`` every ``--poll-ms``) and the floor's in turn; the ratio of the
+- submit-to-scored: ``--latency-count`` models one at a time, ours (upload over HTTP, then
+  ``GET /api/submissions/<id>/?wait=--wait-s`` until it is final, as ``oep submit --wait`` does;
+  with ``--wait-s 0``, a plain GET every ``--poll-ms``) and the floor's in turn; the ratio of the
   p50s. The bench task's timing phase is cut to one batch (``floor_bench.MINIMAL_TIMING``).
   Where ours went: the p50 of each phase between the upload's sending, the row's creation, its
   claim by a worker, its result and the poll that saw it (``PHASES``).
@@ -80,27 +81,32 @@ def cleanup() -> None:
 
 
 def latency_round(
-    http: Http, floor: floor_bench.Floor, model: bytes, count: int, poll_s: float
+    http: Http, floor: floor_bench.Floor, model: bytes, count: int, poll_s: float, wait_s: float
 ) -> dict[str, Any]:
     """p50 of ``count`` submit-to-scored, ours over HTTP and the floor's, interleaved; and where
     ours went (``PHASES``, from the row's times and this client's clock: one host, one clock)."""
     samples: dict[str, list[float]] = {"ours": [], "floor": [], "upload": [], "poll": []}
+    samples["gets"] = []  # GETs of one submission until its result was seen
     ends: dict[int, tuple[float, float]] = {}  # submission id -> (sent, seen), epoch seconds
+    query = f"?wait={wait_s:g}" if wait_s else ""
 
     def ours(variant: bytes) -> None:
         start, sent = time.perf_counter(), time.time()
         pk = http.upload(variant)
         samples["upload"].append(time.perf_counter() - start)
+        gets = 0
         while True:
             began = time.perf_counter()
-            status = http.get_json(f"/api/submissions/{pk}/")["status"]
-            samples["poll"].append(time.perf_counter() - began)
+            status = http.get_json(f"/api/submissions/{pk}/{query}")["status"]
+            took, gets = time.perf_counter() - began, gets + 1
+            samples["poll"].append(took)
             if status in FINAL:
                 if status != "succeeded":
                     raise RuntimeError(f"submission {pk} {status}")
                 ends[pk] = (sent, time.time())
+                samples["gets"].append(gets)
                 return
-            time.sleep(poll_s)
+            time.sleep(max(poll_s, wait_s - took))  # as oep does when it was not waited for
 
     def theirs(variant: bytes) -> None:
         floor.wait([floor.submit(variant)])
@@ -119,7 +125,7 @@ PHASES = (
     "sent → its row made (the upload's checks and inspection)",
     "row made → claimed by a worker (commit, enqueue, the worker's pick)",
     "claimed → result saved (the evaluation, the model process's conversation)",
-    "result saved → seen by a poll",
+    "result saved → seen by the client",
 )
 
 
@@ -220,7 +226,10 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--latency-count", type=int, default=10)
-    parser.add_argument("--poll-ms", type=float, default=5.0, help="ours: between two polls")
+    parser.add_argument(
+        "--wait-s", type=float, default=1.0, help="ours: ?wait= of each GET (oep's); 0: poll"
+    )
+    parser.add_argument("--poll-ms", type=float, default=5.0, help="ours: between two GETs")
     parser.add_argument("--burst", type=int, default=200)
     parser.add_argument("--clients", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--reads", type=int, default=20, help="per client, path and run")
@@ -294,7 +303,9 @@ def _runs(
     latency, burst, board = [], [], []
     for run in range(args.runs):
         _alive(pids)
-        latency.append(latency_round(http, floor, model, args.latency_count, args.poll_ms / 1000))
+        latency.append(
+            latency_round(http, floor, model, args.latency_count, args.poll_ms / 1000, args.wait_s)
+        )
         burst.append(burst_round(http, floor, model, args.burst, run % 2 == 0, pids))
         board.append({c: read_round(reads, c, args.reads) for c in args.clients})
         print(f"run {run + 1} of {args.runs} done, load average {os.getloadavg()[0]:.2f}")

@@ -55,6 +55,12 @@ def _cpu_rows(burst: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _gets(args: argparse.Namespace) -> str:
+    if args.wait_s:
+        return f"a GET of the submission over HTTP with ?wait={args.wait_s:g}, p50 (waits included)"
+    return f"a GET of the submission over HTTP, p50 (one every {args.poll_ms:g} ms)"
+
+
 def _path_figures(args: argparse.Namespace, results: dict[str, Any]) -> list[str]:
     latency, burst = results["latency"], results["burst"]
     ms = "{:.0f} ms"
@@ -64,8 +70,9 @@ def _path_figures(args: argparse.Namespace, results: dict[str, Any]) -> list[str
         ("submit-to-scored over HTTP, p50", [r["ours"] * 1000 for r in latency], ms, ""),
         ("the floor's submit-to-scored, p50", [r["floor"] * 1000 for r in latency], ms, ""),
         ("an upload over HTTP, p50", [r["upload"] * 1000 for r in latency], "{:.1f} ms", ""),
-        (f"a poll of the submission over HTTP, p50 (one every {args.poll_ms:g} ms)",
-         [r["poll"] * 1000 for r in latency], "{:.1f} ms", ""),
+        (_gets(args), [r["poll"] * 1000 for r in latency], "{:.1f} ms", ""),
+        ("GETs of a submission until its result was seen, p50",
+         [r["gets"] for r in latency], "{:.0f}", ""),
         *((f"submit-to-scored over HTTP, {name}, p50",
            [r["phases"][name] * 1000 for r in latency], "{:.1f} ms", "") for name in PHASES),
         (f"burst of {args.burst} uploaded over HTTP / floor", [r["ratio"] for r in burst],
