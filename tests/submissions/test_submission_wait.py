@@ -14,7 +14,9 @@ from rest_framework.test import APIClient
 
 from submissions.lifecycle import settled
 from submissions.lifecycle.services import submission_cancel, submission_fail, submission_succeed
+from submissions.models import Submission
 from tests.submissions.test_leaderboard_read_models import result, running
+from tests.submissions.test_upload_redis_down import closed_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LONG_WAIT_S = 15  # what each waiter asks for; an answer long before it was woken
@@ -110,3 +112,15 @@ def test_nobody_waits_on_another_users_submission(make_task: Any, alice: Any, bo
     began = time.monotonic()
     response = client(bob).get(f"/api/submissions/{submission.pk}/", {"wait": LONG_WAIT_S})
     assert response.status_code == 404 and time.monotonic() - began < LONG_WAIT_S / 2
+
+
+def test_with_redis_down_a_waiter_is_answered_at_once_and_a_result_still_commits(
+    make_task: Any, alice: Any, settings: Any, caplog: Any
+) -> None:
+    submission = running(make_task(), alice)
+    settings.REDIS_URL = f"redis://127.0.0.1:{closed_port()}/0"  # refuses connections
+    data, took = waited(alice, submission.pk, LONG_WAIT_S)
+    assert data["status"] == "running" and took < LONG_WAIT_S / 2
+    assert submission_succeed(submission_id=submission.pk, result=result(0.7))
+    assert Submission.objects.get(pk=submission.pk).status == "succeeded"
+    assert f"submission {submission.pk} final, its waiters not woken" in caplog.text
