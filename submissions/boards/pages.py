@@ -12,8 +12,9 @@ Anonymous readers of a public board may also keep a page for a few seconds
 the site may serve it; a signed-in viewer's page (their own row) and a board that is not public
 never are. The site keeps that answer itself for as long (``PublicAnswer``), and gives it, or a
 304, to the next anonymous reader of the same board and query without reading the database,
-while the board's version is still the one it was made under: a new result is seen at once,
-an edit of the task or its page within ``PUBLIC_MAX_AGE_S``, as through any cache in front.
+while the board's version is still the one it was made under: a result, an operator's decision
+and an edit of the task in the admin bump it and are seen at once; what moves with the clock
+alone, and the counts, within ``PUBLIC_MAX_AGE_S``, as through any cache in front.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ FRAGMENT_TTL_S = 600  # a bound on memory only: a new version is a new key anywa
 # How long a browser or a shared cache in front may keep an anonymous reader's public board:
 # short, because a new result must show within a reload or two at a deadline.
 PUBLIC_MAX_AGE_S = 5
+PUBLIC_CONTROL = f"public, max-age={PUBLIC_MAX_AGE_S}"
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
@@ -89,7 +91,7 @@ def board_cache_control(*, task: Task, board: str, user: Any) -> str:
     Otherwise private and revalidated each time (the ETag makes that cheap)."""
     anonymous = not getattr(user, "is_authenticated", False)
     if anonymous and board == BOARD_PUBLIC and task.leaderboard == Task.Leaderboard.PUBLIC:
-        return f"public, max-age={PUBLIC_MAX_AGE_S}"
+        return PUBLIC_CONTROL
     return "private, no-cache"
 
 

@@ -21,7 +21,7 @@ from plumbing.refusals import Refused
 from plumbing.request_params import params_validated
 from submissions.boards.cache import board_version
 from submissions.boards.pages import (
-    PUBLIC_MAX_AGE_S,
+    PUBLIC_CONTROL,
     PublicAnswer,
     board_cache_control,
     board_cached,
@@ -127,8 +127,7 @@ def _public_board(request: Request, kept: PublicAnswer) -> Response:
     """The board kept for anonymous readers (``public_answer``), or a 304 when it is theirs."""
     if get_conditional_response(request, etag=kept.etag) is not None:
         return Response(status=304, headers={"ETag": kept.etag})
-    control = f"public, max-age={PUBLIC_MAX_AGE_S}"
-    return Response(kept.content, headers={"ETag": kept.etag, "Cache-Control": control})
+    return Response(kept.content, headers={"ETag": kept.etag, "Cache-Control": PUBLIC_CONTROL})
 
 
 def _board(task: Task, query: dict[str, Any], rescoring: int) -> dict[str, Any]:

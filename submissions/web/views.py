@@ -31,7 +31,7 @@ from submissions.boards.display import (
     timing_facts,
 )
 from submissions.boards.pages import (
-    PUBLIC_MAX_AGE_S,
+    PUBLIC_CONTROL,
     PublicAnswer,
     board_cache_control,
     board_etag,
@@ -136,8 +136,7 @@ def _public_page(request: HttpRequest, kept: PublicAnswer) -> HttpResponse:
     unchanged = get_conditional_response(request, etag=kept.etag)
     if unchanged is not None:
         return unchanged
-    control = f"public, max-age={PUBLIC_MAX_AGE_S}"
-    return HttpResponse(kept.content, headers={"ETag": kept.etag, "Cache-Control": control})
+    return HttpResponse(kept.content, headers={"ETag": kept.etag, "Cache-Control": PUBLIC_CONTROL})
 
 
 def _track_or_main(task: Task, slug: str) -> Track | None:
