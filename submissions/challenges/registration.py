@@ -24,13 +24,17 @@ class RegistrationRequired(NotAllowed):
     """An upload to a phase by someone not (yet) registered for its challenge."""
 
 
+def speaks_for(user: Any) -> Q:
+    """Which registrations speak for a signed-in ``user``, of any challenge: their own made
+    alone, and those of the teams they are in now (not one they made for a team they left)."""
+    return Q(user=user, team__isnull=True) | Q(team__memberships__user=user)
+
+
 def registrations_of(*, user: Any, challenge: Challenge) -> QuerySet[ChallengeRegistration]:
-    """The registrations that speak for ``user``: their own and their teams'."""
+    """The registrations that speak for ``user`` (``speaks_for``) on ``challenge``."""
     if not getattr(user, "pk", None):
         return ChallengeRegistration.objects.none()
-    return ChallengeRegistration.objects.filter(challenge=challenge).filter(
-        Q(user=user, team__isnull=True) | Q(team__memberships__user=user)
-    )
+    return ChallengeRegistration.objects.filter(challenge=challenge).filter(speaks_for(user))
 
 
 def is_registered(*, user: Any, challenge: Challenge) -> bool:

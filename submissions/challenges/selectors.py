@@ -11,7 +11,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from submissions.challenges.registration import can_see, registrations_of
+from submissions.challenges.registration import can_see, registrations_of, speaks_for
 from submissions.models import Announcement, Challenge, ChallengeRegistration, Task
 
 
@@ -23,7 +23,7 @@ def challenge_list_visible(*, user: Any) -> QuerySet[Challenge]:
         return challenges
     if not getattr(user, "pk", None):
         return challenges.filter(visibility=Challenge.Visibility.PUBLIC)
-    mine = ChallengeRegistration.objects.filter(Q(user=user) | Q(team__memberships__user=user))
+    mine = ChallengeRegistration.objects.filter(speaks_for(user))
     seen = (
         Q(visibility=Challenge.Visibility.PUBLIC)
         | Q(pk__in=Challenge.hosts.through.objects.filter(user=user).values("challenge_id"))

@@ -13,7 +13,8 @@ from rest_framework.test import APIClient
 
 from submissions.challenges.selectors import challenge_timeline
 from submissions.lifecycle.services import submission_create
-from submissions.models import Challenge
+from submissions.models import Challenge, ChallengeRegistration
+from submissions.teams.services import team_create, team_leave
 from tests.builders import linear_classifier
 from tests.conftest import onnx_upload
 from tests.submissions.challenge_support import HOUR, registered, two_phase_challenge
@@ -119,3 +120,29 @@ def test_the_phases_of_a_private_challenge_are_hidden_with_it(
     assert tasks(bob) == (["alone"], 404)
     assert tasks(alice) == (["alone", "digits-dev", "digits-test"], 200)
     assert Client().get(first.get_absolute_url()).status_code == 404
+
+
+def test_a_registration_made_for_a_team_its_maker_left_shows_them_nothing_private(
+    make_task: Any, alice: Any, bob: Any
+) -> None:
+    """The list and the challenge's own page follow one rule (``speaks_for``): the team's
+    registration speaks for its members now, not for who made it."""
+    challenge, first, _ = two_phase_challenge(make_task, visibility="private")
+    first.max_team_size = 2
+    first.save()
+    team = team_create(user=alice, task=first, name="Owls")
+    team.memberships.create(task=first, user=bob)
+    ChallengeRegistration.objects.create(
+        challenge=challenge, user=alice, team=team, status="approved",
+        terms_accepted_at=timezone.now(),
+    )  # fmt: skip
+    team_leave(user=alice, team=team)
+
+    def sees(user: Any) -> tuple[int, list[str]]:
+        api = APIClient()
+        api.force_authenticate(user)
+        listed = [c["slug"] for c in api.get("/api/challenges/").json()]
+        return api.get("/api/challenges/digits-cup/").status_code, listed
+
+    assert sees(alice) == (404, [])
+    assert sees(bob) == (200, ["digits-cup"])
