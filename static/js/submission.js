@@ -1,6 +1,6 @@
-// Submission page: poll the API while the evaluation runs, move the progress bar and the place
-// in the queue, and reload once the submission reaches a final state so the server renders the
-// result or the error.
+// Submission page: ask the API while the evaluation runs (each answer held up to a second until
+// the submission is final, ?wait=1), move the progress bar and the place in the queue, and reload
+// once the submission reaches a final state so the server renders the result or the error.
 (function () {
   "use strict";
   var live = document.getElementById("live");
@@ -31,8 +31,11 @@
     var node = place.querySelector(selector);
     if (node) node.hidden = !visible;
   }
+  var PERIOD_MS = 1000;
   function tick() {
-    fetch(live.dataset.api, { credentials: "same-origin", headers: { Accept: "application/json" } })
+    var began = Date.now();
+    fetch(live.dataset.api + "?wait=" + PERIOD_MS / 1000,
+          { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
       .then(function (s) {
         if (bar) bar.value = s.progress;
@@ -40,7 +43,7 @@
         if (chip) { chip.textContent = s.status; chip.className = "chip chip-" + s.status; }
         showPlace(s.queue);
         if (FINAL.indexOf(s.status) >= 0) { window.location.reload(); return; }
-        setTimeout(tick, 1000);
+        setTimeout(tick, Math.max(0, PERIOD_MS - (Date.now() - began)));  // once a period
       })
       .catch(function () { setTimeout(tick, 5000); });
   }
