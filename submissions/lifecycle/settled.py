@@ -25,7 +25,8 @@ from plumbing.redis_client import redis_client
 log = logging.getLogger(__name__)
 WAIT_MAX_S = 20  # under gunicorn's graceful timeout: a restart does not cut a wait short
 SETTLED_TTL_S = 600  # long after any waiter of the final state could have started
-_REPLY_MARGIN_S = 5  # the Redis client's reply timeout beyond the longest block
+_REPLY_MARGIN_S = 5  # the waiter's Redis client: its reply timeout beyond the longest block
+WAKE_TIMEOUT_S = 2.0  # the waker's (a worker saving a result): a stalled Redis delays it no more
 _waiters = threading.BoundedSemaphore(settings.SUBMISSION_WAITERS_PER_PROCESS)
 
 
@@ -37,7 +38,7 @@ def submission_settled(*, submission_id: int) -> None:
     """After the commit that made the submission final: wake whoever waits for it."""
     key = _key(submission_id)
     try:
-        client = redis_client(settings.REDIS_URL, WAIT_MAX_S + _REPLY_MARGIN_S)
+        client = redis_client(settings.REDIS_URL, WAKE_TIMEOUT_S)
         pipe = client.pipeline(transaction=False)  # one round trip; nothing to make atomic
         pipe.xadd(key, {"final": "1"}, maxlen=1)
         pipe.expire(key, SETTLED_TTL_S)

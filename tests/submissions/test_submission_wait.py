@@ -4,6 +4,7 @@ Real PostgreSQL (committed transactions: the waiter reads from its own connectio
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from typing import Any
@@ -124,3 +125,21 @@ def test_with_redis_down_a_waiter_is_answered_at_once_and_a_result_still_commits
     assert submission_succeed(submission_id=submission.pk, result=result(0.7))
     assert Submission.objects.get(pk=submission.pk).status == "succeeded"
     assert f"submission {submission.pk} final, its waiters not woken" in caplog.text
+
+
+def test_a_stalled_redis_holds_a_saved_result_up_no_longer_than_the_wake_timeout(
+    make_task: Any, alice: Any, settings: Any, caplog: Any
+) -> None:
+    """A Redis that takes the connection and never answers: the worker's commit is not held
+    for the waiter's long timeout."""
+    submission = running(make_task(), alice)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # connections wait in the backlog; nothing ever answers them
+        settings.REDIS_URL = f"redis://127.0.0.1:{silent.getsockname()[1]}/0"
+        began = time.monotonic()
+        assert submission_succeed(submission_id=submission.pk, result=result(0.7))
+        took = time.monotonic() - began
+    assert settled.WAKE_TIMEOUT_S <= took < settled.WAKE_TIMEOUT_S + 5
+    assert Submission.objects.get(pk=submission.pk).status == "succeeded"
+    assert "its waiters not woken" in caplog.text
