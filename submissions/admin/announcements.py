@@ -52,7 +52,7 @@ class AnnouncementAdmin(admin.ModelAdmin):
         return " · ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "–"
 
     def save_model(self, request: HttpRequest, obj: Announcement, form: Any, change: bool) -> None:
-        # Shown on each phase's page at once, also to anonymous readers kept an answer.
+        # Shown on each phase's page at once, to anonymous readers too (their kept answer).
         for task_id in Task.objects.filter(challenge=obj.challenge_id).values_list("pk", flat=True):
             board_changes(task_id=task_id)
         if change:  # an edit of the text: shown on the pages, not mailed again
