@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -77,14 +77,6 @@ def board_cached(state: str, render: Callable[[], T]) -> T:
     return cached("board:" + state, render, FRAGMENT_TTL_S)
 
 
-def public_page_cached(key: str, render: Callable[[], str]) -> str:
-    """A page that anyone may be shown alike (``board_cache_control`` says public), kept in the
-    shared cache for as long as a cache in front may keep it: ``key`` holds the board's state,
-    so a change is seen at once; what moves with the clock alone (a task opening or closing)
-    is at most as old as that cache may show it anyway."""
-    return cached("public-page:" + key, render, PUBLIC_MAX_AGE_S)
-
-
 def board_cache_control(*, task: Task, board: str, user: Any) -> str:
     """The Cache-Control of a board's page or API answer. Public for a few seconds only when
     anyone may see it as this viewer does: an anonymous viewer of a public task's public board.
@@ -126,17 +118,21 @@ def public_answer(key: str | None) -> PublicAnswer | None:
         kept = cache.get(key)
     except RedisError:
         return None
-    if not isinstance(kept, PublicAnswer) or board_version(task_id=kept.task_id) != kept.version:
-        return None
-    return kept
+    if not (isinstance(kept, tuple) and len(kept) == len(fields(PublicAnswer))):
+        return None  # none kept, or kept by a release that kept something else
+    answer = PublicAnswer(*kept)
+    return answer if board_version(task_id=answer.task_id) == answer.version else None
 
 
 def public_answer_keep(key: str | None, answer: PublicAnswer) -> None:
-    """Keep ``answer`` for ``PUBLIC_MAX_AGE_S``, as a cache in front may keep it."""
+    """Keep ``answer`` for ``PUBLIC_MAX_AGE_S``, as a cache in front may keep it: as a tuple of
+    plain values, which any release reads back, where a pickled class of ours is read only by
+    one whose class has not moved."""
     if key is None:
         return
+    kept = (answer.task_id, answer.version, answer.etag, answer.content)
     try:
-        cache.set(key, answer, PUBLIC_MAX_AGE_S)
+        cache.set(key, kept, PUBLIC_MAX_AGE_S)
     except RedisError as exc:
         log.warning("cache unavailable, a public board answer not kept: %s", exc)
 

@@ -39,7 +39,6 @@ from submissions.boards.pages import (
     public_answer,
     public_answer_keep,
     public_answer_key,
-    public_page_cached,
 )
 from submissions.challenges.selectors import challenge_announcements
 from submissions.lifecycle import selectors
@@ -111,23 +110,19 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
         unchanged = get_conditional_response(request, etag=etag)
         if unchanged is not None:
             return unchanged
+    context.update(_task_tabs(task))
+    context.update(
+        board_fragments(
+            task=task, board=board, user=request.user, sort=sort,
+            descending=descending, page=page, track=track,
+        )
+    )  # fmt: skip
+    shown = render_to_string(TASK_PAGE, context, request)
     control = board_cache_control(task=task, board=board, user=request.user)
-
-    def html() -> str:
-        context.update(_task_tabs(task))
-        context.update(
-            board_fragments(
-                task=task, board=board, user=request.user, sort=sort,
-                descending=descending, page=page, track=track,
-            )
-        )  # fmt: skip
-        return render_to_string(TASK_PAGE, context, request)
-
     if shown_to_anyone and control.startswith("public"):
-        shown = public_page_cached(etag + request.path, html)
         public_answer_keep(kept_at, PublicAnswer(task.pk, version, etag, shown))
     else:
-        shown, control = html(), "private, no-cache"
+        control = "private, no-cache"
     return HttpResponse(shown, headers={"ETag": etag, "Cache-Control": control})
 
 

@@ -12,11 +12,14 @@ import json
 from typing import Any
 
 import pytest
+from django.conf import settings
+from django.core.cache import cache
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from rest_framework.renderers import JSONRenderer
 
+from plumbing.redis_client import redis_client
 from submissions.admin.services import submission_flag_set, task_leaderboard_set
 from submissions.lifecycle import selectors
 from submissions.lifecycle.services import submission_succeed
@@ -191,6 +194,26 @@ def test_the_answer_kept_for_anonymous_readers_follows_results_and_operators(
     assert landed.status_code == 200 and b"alice" in landed.content
     task_leaderboard_set(task_ids=[task.pk], leaderboard=Task.Leaderboard.HIDDEN)
     assert b"alice" not in Client().get(url).content
+
+
+@pytest.mark.parametrize("url", [PAGE, API])
+def test_the_answer_kept_for_anonymous_readers_is_read_by_the_next_release_too(
+    make_task: Any, bob: Any, url: str
+) -> None:
+    """After a deploy, web processes of the new release read answers the old one kept (for up
+    to ``PUBLIC_MAX_AGE_S``): they are kept as plain values, never as a pickled class of ours
+    that the next release may have moved, and one in a shape this release does not know is made
+    afresh, not an error."""
+    scored(make_task(), bob, 0.5)
+    first = Client().get(url)
+    prefix = cache.make_key("")
+    redis = redis_client(settings.REDIS_URL)
+    (raw_key,) = redis.keys(f"{prefix}public-answer{settings.BOARD_CACHE_NAMESPACE}:*")
+    assert b"submissions." not in redis.get(raw_key)  # no class of ours in the pickle
+    cache.set(raw_key.decode().removeprefix(prefix), {"kept": "by another release"}, 5)
+    again = Client().get(url)
+    assert again.status_code == 200 and again.content == first.content
+    assert again["ETag"] == first["ETag"] and again["Cache-Control"] == SHARED
 
 
 def test_an_edit_of_the_task_in_the_admin_is_on_the_next_anonymous_read(
