@@ -356,7 +356,7 @@ def best_rows_computed(
     counted = eligible.annotate(
         entries=Window(Count("id"), partition_by=by_user),
         last_submitted_at=Window(Max("created_at"), partition_by=by_user),
-    ).select_related("user", "team", "remeasurement")
+    ).select_related("remeasurement")  # what submission_measures reads; entries need ids only
     rows: list[Submission]
     if rule.kind == ranking.PRIMARY:
         best_first = _best_first(task, score_field(board))
