@@ -287,10 +287,16 @@ def finalist_campaigns_unfinished(*, older_than_s: float) -> list[tuple[int, str
     ]
 
 
+# Why each task was last passed over by the close hook, in this process: the reason is logged
+# at INFO when it is new, and at DEBUG on the sweeps after (every EVAL_RECOVERY_INTERVAL_S).
+_passed_over: dict[int, str] = {}
+
+
 def finalists_remeasure_closed(*, now: datetime | None = None) -> list[FinalistCampaign]:
     """The close hook: a task with ``remeasure_finalists_at_close`` that has closed and has no
     campaign started at its close gets one, on its own device class with its own settings. A
-    task with no ranked entry is passed over (logged once a sweep)."""
+    task with no ranked entry (or a campaign still running) is passed over and looked at again
+    on the next sweep: a late result may still rank."""
     due = Task.objects.filter(
         remeasure_finalists_at_close=True, closes_at__lte=now or timezone.now()
     ).exclude(finalist_campaigns__trigger=FinalistCampaign.Trigger.CLOSE)
@@ -300,8 +306,11 @@ def finalists_remeasure_closed(*, now: datetime | None = None) -> list[FinalistC
             started.append(
                 finalists_remeasure(task_id=task_id, trigger=FinalistCampaign.Trigger.CLOSE)
             )
+            _passed_over.pop(task_id, None)
         except FinalistsRefused as exc:
-            log.info("finalists not re-measured at close yet: %s", exc)
+            level = logging.DEBUG if _passed_over.get(task_id) == str(exc) else logging.INFO
+            log.log(level, "finalists not re-measured at close yet: %s", exc)
+            _passed_over[task_id] = str(exc)
     return started
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import statistics
 from io import StringIO
 from pathlib import Path
@@ -20,6 +21,7 @@ from django.utils import timezone
 
 from accounts.services import api_token_create
 from evaluation.timing import Timing
+from submissions.boards import finalists as finalists_module
 from submissions.boards.finalists import (
     FinalistsRefused,
     finalist_campaign_finish,
@@ -223,6 +225,24 @@ def test_a_task_that_closes_gets_its_finalists_re_measured_once_by_recovery(
     run_worker()
     recovery.reconcile(connection=queue.connection)
     assert FinalistCampaign.objects.count() == 1 and FinalistCampaign.objects.get().finished
+
+
+def test_a_closed_task_with_nothing_ranked_is_reported_once_not_at_every_sweep(
+    make_task: Any, monkeypatch: Any, caplog: Any
+) -> None:
+    """Recovery looks at such a task on every sweep (a late result may still rank it): its
+    reason is logged at INFO when it is new, and at DEBUG on the sweeps after."""
+    monkeypatch.setattr(finalists_module, "_passed_over", {})
+    task = make_task(closes_at=timezone.now() - timezone.timedelta(minutes=1))
+    task.remeasure_finalists_at_close = True
+    task.save()
+    with caplog.at_level(logging.DEBUG, logger=finalists_module.__name__):
+        for _ in range(3):
+            assert finalists_module.finalists_remeasure_closed() == []
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if "at close" in r.getMessage()]
+    reason = f"finalists not re-measured at close yet: No board of {task.slug} has a ranked entry"
+    assert [level for level, _ in said] == [logging.INFO, logging.DEBUG, logging.DEBUG]
+    assert all(message.startswith(reason) for _, message in said)
 
 
 def test_a_campaign_whose_job_is_lost_is_resumed_by_recovery(
