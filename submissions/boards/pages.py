@@ -130,7 +130,7 @@ def public_answer_keep(key: str | None, answer: PublicAnswer) -> None:
     one whose class has not moved."""
     if key is None:
         return
-    kept = (answer.task_id, answer.version, answer.etag, answer.content)
+    kept = tuple(getattr(answer, field.name) for field in fields(PublicAnswer))
     try:
         cache.set(key, kept, PUBLIC_MAX_AGE_S)
     except RedisError as exc:
